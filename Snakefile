@@ -1,0 +1,37 @@
+"""attnrepro: the history of attention in NMT, one DAG (see ../shared/DESIGN.md, README.md).
+
+    snakemake --cores 2                                   # embedded default (config/config.yaml)
+    snakemake --cores 8 --configfile config/wmt14_en_fr.yaml
+    snakemake figures                                     # tables and figures from finished runs
+"""
+
+from snakemake.utils import min_version, validate
+
+min_version("8.20")
+
+# A --configfile on the command line replaces the embedded default instead of merging into it.
+if not workflow.overwrite_configfiles:
+    configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/tokenize.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/translate.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        expand(f"{RESULTS}/{{model}}/bleu.json", model=MODELS),
+        rules.report.output,
+    default_target: True
+
+
+rule figures:
+    input:
+        rules.report.output,

@@ -1,0 +1,113 @@
+"""Encoded corpora, token-bucketed batches and padding masks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnrepro.tokenize import BOS, EOS, PAD
+
+
+@dataclass
+class Corpus:
+    """A parallel corpus as flat id arrays: sentence i is ids[offsets[i]:offsets[i+1]]."""
+
+    src_ids: np.ndarray
+    src_offsets: np.ndarray
+    tgt_ids: np.ndarray
+    tgt_offsets: np.ndarray
+
+    @classmethod
+    def load(cls, path: Path) -> Corpus:
+        with np.load(path) as f:
+            return cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"])
+
+    def __len__(self) -> int:
+        return len(self.src_offsets) - 1
+
+    @property
+    def src_lens(self) -> np.ndarray:
+        return np.diff(self.src_offsets)
+
+    @property
+    def tgt_lens(self) -> np.ndarray:
+        return np.diff(self.tgt_offsets)
+
+    def src(self, i: int) -> np.ndarray:
+        return self.src_ids[self.src_offsets[i] : self.src_offsets[i + 1]]
+
+    def tgt(self, i: int) -> np.ndarray:
+        return self.tgt_ids[self.tgt_offsets[i] : self.tgt_offsets[i + 1]]
+
+
+@dataclass
+class Batch:
+    src: Tensor  # (batch, src_len) token ids, PAD-padded
+    src_mask: Tensor  # (batch, src_len) True on real tokens
+    tgt_in: Tensor  # (batch, tgt_len) <s> y_1 ... y_n
+    tgt_out: Tensor  # (batch, tgt_len) y_1 ... y_n </s>
+    indices: np.ndarray  # corpus indices of the rows
+
+    @property
+    def n_tgt_tokens(self) -> int:
+        return int((self.tgt_out != PAD).sum())
+
+    @property
+    def nonpad_fraction(self) -> float:
+        real = self.src_mask.sum() + (self.tgt_out != PAD).sum()
+        return float(real) / (self.src.numel() + self.tgt_out.numel())
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(
+            self.src.to(device), self.src_mask.to(device), self.tgt_in.to(device), self.tgt_out.to(device), self.indices
+        )
+
+
+def pad(rows: list[np.ndarray], length: int | None = None) -> Tensor:
+    """(len(rows), max length) int64 tensor, PAD on the right."""
+    length = max(len(r) for r in rows) if length is None else length
+    out = np.full((len(rows), length), PAD, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return torch.from_numpy(out)
+
+
+def collate(corpus: Corpus, indices: np.ndarray) -> Batch:
+    src = pad([corpus.src(i) for i in indices])
+    tgt = [corpus.tgt(i) for i in indices]
+    tgt_in = pad([np.concatenate(([BOS], t)) for t in tgt])
+    tgt_out = pad([np.concatenate((t, [EOS])) for t in tgt])
+    return Batch(src, src != PAD, tgt_in, tgt_out, np.asarray(indices))
+
+
+def token_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int) -> list[np.ndarray]:
+    """Length-sorted buckets of at most `batch_tokens` padded (source + target) tokens, in shuffled order.
+
+    Sentences are sorted by (source length, target length) with ties broken at random, cut
+    greedily into batches, and the batch order is shuffled; `seed` fixes both, so a given
+    (seed, epoch) always yields the same batches.
+    """
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(len(src_lens)), tgt_lens, src_lens))
+    batches: list[np.ndarray] = []
+    start, max_src, max_tgt = 0, 0, 0
+    for pos, i in enumerate(order):
+        max_src_new, max_tgt_new = max(max_src, src_lens[i]), max(max_tgt, tgt_lens[i] + 1)
+        if pos > start and (pos - start + 1) * (max_src_new + max_tgt_new) > batch_tokens:
+            batches.append(order[start:pos])
+            start, max_src_new, max_tgt_new = pos, src_lens[i], tgt_lens[i] + 1
+        max_src, max_tgt = max_src_new, max_tgt_new
+    if start < len(order):
+        batches.append(order[start:])
+    rng.shuffle(batches)
+    return batches
+
+
+def sentence_batches(src_lens: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Length-sorted batches of `batch_size` sentences for decoding (corpus order restored by the caller)."""
+    order = np.argsort(src_lens, kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

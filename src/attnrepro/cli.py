@@ -1,0 +1,196 @@
+"""`attnrepro` console script: one sub-command per workflow rule, plus `params`.
+
+Every verb reads the validated configuration through `attnrepro.config.load_config`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attnrepro.config import ConfigError, load_config
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    from attnrepro.data.synthetic import write_splits
+
+    cfg = load_config(args.config)
+    if cfg.synthetic is None:
+        raise ConfigError(f"{args.config}: data.synthetic is not configured")
+    counts = write_splits(cfg.synthetic, Path(args.out_dir))
+    print(json.dumps(counts))
+
+
+def cmd_tokenizer(args: argparse.Namespace) -> None:
+    from attnrepro.tokenize import load_tokenizer, train_tokenizers
+
+    cfg = load_config(args.config)
+    out_dir = Path(args.out_dir)
+    train_tokenizers(cfg.tokenizer, Path(args.src), Path(args.tgt), out_dir)
+    for side in ("src", "tgt"):
+        print(f"{side}: {len(load_tokenizer(cfg.tokenizer, out_dir / f'{side}.model'))} entries")
+
+
+def cmd_encode(args: argparse.Namespace) -> None:
+    from attnrepro.tokenize import encode_corpus, load_tokenizer
+
+    cfg = load_config(args.config)
+    tok_dir = Path(args.tokenizer_dir)
+    src_tok = load_tokenizer(cfg.tokenizer, tok_dir / "src.model")
+    tgt_tok = load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model")
+    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out))
+    print(f"{args.out}: {n} sentence pairs")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from attnrepro.tokenize import load_tokenizer
+    from attnrepro.train import train
+
+    cfg = load_config(args.config)
+    tok_dir = Path(args.tokenizer_dir)
+    src_vocab = len(load_tokenizer(cfg.tokenizer, tok_dir / "src.model"))
+    tgt_vocab = len(load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model"))
+    train(
+        cfg.model(args.model),
+        Path(args.train),
+        Path(args.valid),
+        src_vocab,
+        tgt_vocab,
+        Path(args.out_dir),
+        threads=args.threads,
+        progress=not args.no_progress,
+    )
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    import torch
+
+    from attnrepro.search import save_attention, translate_lines
+    from attnrepro.tokenize import load_tokenizer
+    from attnrepro.train import build_from_checkpoint, load_checkpoint
+
+    cfg = load_config(args.config)
+    torch.set_num_threads(args.threads)
+    tok_dir = Path(args.tokenizer_dir)
+    src_tok = load_tokenizer(cfg.tokenizer, tok_dir / "src.model")
+    tgt_tok = load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model")
+    model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
+    lines = Path(args.src).read_text(encoding="utf-8").splitlines()
+    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, cfg.search)
+    out = Path(args.out)
+    out.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    save_attention(hypotheses, Path(args.attention))
+    print(f"{out}: {len(hypotheses)} translations")
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from attnrepro.evaluate import score_files, write_scores
+
+    cfg = load_config(args.config)
+    summary, rows = score_files(
+        Path(args.src), Path(args.hyp), Path(args.ref), cfg.evaluate.bucket_width, cfg.evaluate.max_len
+    )
+    summary["model"] = args.model
+    write_scores(summary, rows, Path(args.json), Path(args.csv))
+    print(json.dumps(summary))
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    from attnrepro.plots import plot_bleu_by_length
+    from attnrepro.report import bleu_by_length_table, write_table
+
+    cfg = load_config(args.config)
+    results = Path(args.results)
+    per_model = {name: results / name / "bleu_by_length.csv" for name in cfg.models}
+    table = bleu_by_length_table(per_model, {name: m.label for name, m in cfg.models.items()})
+    write_table(table, Path(args.table))
+    plot_bleu_by_length(table, Path(args.figure), f"BLEU by sentence length ({cfg.dataset})")
+
+
+def cmd_params(args: argparse.Namespace) -> None:
+    from attnrepro.models import build_model, count_parameters
+
+    cfg = load_config(args.config)
+    mc = cfg.model(args.model)
+    vocab = cfg.tokenizer.vocab_size + 4 if cfg.tokenizer.kind == "word" else cfg.tokenizer.vocab_size
+    src_vocab = args.src_vocab or vocab
+    tgt_vocab = args.tgt_vocab or vocab
+    print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
+    print(count_parameters(build_model(mc.arch, src_vocab, tgt_vocab, mc.params)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnrepro", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def verb(name: str, func, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--config", required=True, help="validated config YAML")
+        p.set_defaults(func=func)
+        return p
+
+    p = verb("generate", cmd_generate, "write the synthetic corpus")
+    p.add_argument("--out-dir", required=True)
+
+    p = verb("tokenizer", cmd_tokenizer, "train the source/target tokenizers (sentencepiece or word shortlist)")
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--out-dir", required=True)
+
+    p = verb("encode", cmd_encode, "encode a parallel text into token ids")
+    p.add_argument("--tokenizer-dir", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--out", required=True)
+
+    p = verb("train", cmd_train, "train one model (resumes from its last checkpoint)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--tokenizer-dir", required=True)
+    p.add_argument("--train", required=True)
+    p.add_argument("--valid", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-progress", action="store_true")
+
+    p = verb("translate", cmd_translate, "beam-search a source file")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--tokenizer-dir", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--attention", required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+    p = verb("score", cmd_score, "sacreBLEU, overall and by source length")
+    p.add_argument("--model", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--hyp", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--json", required=True)
+    p.add_argument("--csv", required=True)
+
+    p = verb("report", cmd_report, "BLEU-by-length table and figure for every model")
+    p.add_argument("--results", required=True, help="results/{dataset}")
+    p.add_argument("--table", required=True)
+    p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
+
+    p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--src-vocab", type=int, help="default: the tokenizer's vocab_size (+ specials)")
+    p.add_argument("--tgt-vocab", type=int)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ConfigError, ValueError, FileNotFoundError) as err:
+        print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

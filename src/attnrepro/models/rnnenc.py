@@ -1,0 +1,69 @@
+"""RNN Encoder-Decoder: Cho et al. 2014, "Learning Phrase Representations using RNN
+Encoder-Decoder for Statistical Machine Translation" (arXiv 1406.1078), §2.2 and App. A;
+"RNNencdec" in Bahdanau et al. 2014.
+
+A GRU reads the source; its last hidden state is summarised into one fixed vector
+c = tanh(V h_T) (App. A.1.1). The GRU decoder starts from h'_0 = tanh(V' c) and sees c at
+every step, h'_t = f(h'_{t-1}, y_{t-1}, c) (eq. 2 / App. A.1.2); the output is a maxout
+layer over [h'_t; E y_{t-1}; c] (App. A.1.2). Nothing but c carries the source to the
+decoder: that bottleneck is what Bahdanau's Fig. 2 measures.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnrepro.models.base import Memory, Seq2SeqModel, State
+from attnrepro.models.layers import DeepOutput, init_bahdanau, run_packed
+
+
+class RNNEncDec(Seq2SeqModel):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb: int = 620,
+        hidden: int = 1000,
+        maxout: int = 500,
+        dropout: float = 0.0,
+        init: str = "paper",
+    ):
+        super().__init__()
+        self.src_embed = nn.Embedding(src_vocab, emb, padding_idx=self.pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab, emb, padding_idx=self.pad_id)
+        self.encoder = nn.GRU(emb, hidden, batch_first=True)
+        self.context_proj = nn.Linear(hidden, hidden)  # V: c = tanh(V h_T)
+        self.init_proj = nn.Linear(hidden, hidden)  # V': h'_0 = tanh(V' c)
+        # c enters every gate of the decoder GRU: a GRU over the input [E y_{t-1}; c] is exactly that.
+        self.decoder = nn.GRU(emb + hidden, hidden, batch_first=True)
+        self.readout = DeepOutput(hidden + emb + hidden, maxout, tgt_vocab)
+        self.dropout = nn.Dropout(dropout)
+        if init == "paper":
+            init_bahdanau(self)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        embedded = self.dropout(self.src_embed(src))  # (batch, src_len, emb)
+        _, final = run_packed(self.encoder, embedded, src_mask)  # final: (1, batch, hidden) at h_T
+        context = torch.tanh(self.context_proj(final[0]))  # c = tanh(V h_T), (batch, hidden)
+        return {"context": context}
+
+    def init_state(self, memory: Memory) -> State:
+        return {"h": torch.tanh(self.init_proj(memory["context"]))}  # h'_0 = tanh(V' c)
+
+    def _decode(self, context: Tensor, h: Tensor, y_prev: Tensor) -> tuple[Tensor, Tensor]:
+        """y_prev (batch, steps, emb) -> logits (batch, steps, vocab), last state (batch, hidden)."""
+        c = context[:, None].expand(-1, y_prev.size(1), -1)  # (batch, steps, hidden)
+        states, h_last = self.decoder(torch.cat([y_prev, c], -1), h[None])  # h'_t = f(h'_{t-1}, y_{t-1}, c)
+        logits = self.readout(self.dropout(torch.cat([states, y_prev, c], -1)))  # maxout over [h'_t; E y; c]
+        return logits, h_last[0]
+
+    def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, None]:
+        logits, h = self._decode(memory["context"], state["h"], self.tgt_embed(prev_tokens)[:, None])
+        return torch.log_softmax(logits[:, 0], -1), {"h": h}, None
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        memory = self.encode(src, src_mask)
+        y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
+        logits, _ = self._decode(memory["context"], self.init_state(memory)["h"], y_prev)
+        return logits

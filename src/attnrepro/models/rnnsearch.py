@@ -1,0 +1,87 @@
+"""RNNsearch: Bahdanau, Cho & Bengio 2014, "Neural Machine Translation by Jointly
+Learning to Align and Translate" (arXiv 1409.0473), §3 and Appendix A.
+
+A bidirectional GRU annotates each source word, h_j = [→h_j; ←h_j] (§3.2). At each
+target step an additive alignment model scores every annotation against the previous
+decoder state, e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) (eq. 6), a softmax turns the
+scores into weights α_ij (eq. 6), and the context c_i = Σ_j α_ij h_j (eq. 5) feeds the
+GRU decoder s_i = f(s_{i-1}, y_{i-1}, c_i) (eq. 4) and a maxout deep output (App. A.2.2).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
+from attnrepro.models.layers import DeepOutput, init_bahdanau, run_packed
+
+
+class RNNSearch(Seq2SeqModel):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb: int = 620,
+        hidden: int = 1000,
+        align: int = 1000,
+        maxout: int = 500,
+        dropout: float = 0.0,
+        init: str = "paper",
+    ):
+        super().__init__()
+        self.src_embed = nn.Embedding(src_vocab, emb, padding_idx=self.pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab, emb, padding_idx=self.pad_id)
+        self.encoder = nn.GRU(emb, hidden, batch_first=True, bidirectional=True)  # §3.2
+        self.init_proj = nn.Linear(hidden, hidden)  # W_s: s_0 = tanh(W_s ←h_1), App. A.2.2
+        self.W_a = nn.Linear(hidden, align, bias=False)
+        self.U_a = nn.Linear(2 * hidden, align)
+        self.v_a = nn.Linear(align, 1, bias=False)
+        self.decoder = nn.GRUCell(emb + 2 * hidden, hidden)  # input [E y_{i-1}; c_i]
+        self.readout = DeepOutput(hidden + emb + 2 * hidden, maxout, tgt_vocab)
+        self.dropout = nn.Dropout(dropout)
+        if init == "paper":
+            init_bahdanau(self)
+            nn.init.normal_(self.W_a.weight, std=0.001)  # App. B.1
+            nn.init.normal_(self.U_a.weight, std=0.001)
+            nn.init.zeros_(self.v_a.weight)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        embedded = self.dropout(self.src_embed(src))  # (batch, src_len, emb)
+        annotations, final = run_packed(self.encoder, embedded, src_mask)  # (batch, src_len, 2*hidden)
+        return {
+            "annotations": annotations,
+            "keys": self.U_a(annotations),  # U_a h_j, computed once per sentence (App. A.1.2)
+            "src_mask": src_mask,
+            "s0": torch.tanh(self.init_proj(final[1])),  # final[1] = ←h_1, (batch, hidden)
+        }
+
+    def init_state(self, memory: Memory) -> State:
+        return {"s": memory["s0"]}
+
+    def _attend(self, memory: Memory, s_prev: Tensor) -> tuple[Tensor, Tensor]:
+        energies = self.v_a(torch.tanh(self.W_a(s_prev)[:, None] + memory["keys"])).squeeze(-1)  # eq. (6)
+        alpha = masked_softmax(energies, memory["src_mask"])  # (batch, src_len), eq. (6)
+        context = torch.bmm(alpha[:, None], memory["annotations"]).squeeze(1)  # c_i = Σ α_ij h_j, eq. (5)
+        return context, alpha
+
+    def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
+        s_prev = state["s"]
+        y_prev = self.tgt_embed(prev_tokens)  # (batch, emb)
+        context, alpha = self._attend(memory, s_prev)
+        logits = self.readout(torch.cat([s_prev, y_prev, context], -1))  # App. A.2.2
+        s = self.decoder(torch.cat([y_prev, context], -1), s_prev)  # s_i = f(s_{i-1}, y_{i-1}, c_i), eq. (4)
+        return torch.log_softmax(logits, -1), {"s": s}, alpha
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        memory = self.encode(src, src_mask)
+        y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
+        s = memory["s0"]
+        states, contexts = [], []
+        for i in range(tgt_in.size(1)):
+            context, _ = self._attend(memory, s)
+            states.append(s)
+            contexts.append(context)
+            s = self.decoder(torch.cat([y_prev[:, i], context], -1), s)
+        features = torch.cat([torch.stack(states, 1), y_prev, torch.stack(contexts, 1)], -1)
+        return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)

@@ -1,0 +1,153 @@
+"""One batched beam search for every model, and translation of a file with it.
+
+All sentences of a batch and all their beams advance together as one (batch*beam) row
+block; no Python loop runs over sentences. A finished beam keeps its score and emits
+<pad> at no cost, so beam 1 is exactly greedy decoding. The final choice divides each
+score by the GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016), which
+Vaswani et al. 2017 (§6.1) used with α = 0.6; α = 0 ranks by log-probability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnrepro.batching import pad, sentence_batches
+from attnrepro.config import SearchConfig
+from attnrepro.models import Seq2SeqModel
+from attnrepro.tokenize import BOS, EOS, PAD, Tokenizer
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without </s>
+    score: float  # log-probability (including </s>), before the length penalty
+    attention: np.ndarray | None  # (len(tokens), src_len) or None for models without attention
+
+
+NEVER_EMITTED = torch.tensor([PAD, BOS])  # a hypothesis never contains these
+
+
+def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
+    return ((5.0 + lengths) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    src_mask: Tensor,
+    beam: int,
+    max_lens: Tensor,
+    alpha: float = 0.0,
+) -> list[Hypothesis]:
+    """src, src_mask: (batch, src_len); max_lens: (batch,) longest output per sentence (with </s>)."""
+    model.eval()
+    batch = src.size(0)
+    rows = batch * beam
+    memory = model.encode(src, src_mask)
+    memory, state = model.reorder(memory, model.init_state(memory), torch.arange(batch).repeat_interleave(beam))
+
+    scores = torch.zeros(batch, beam)
+    scores[:, 1:] = float("-inf")  # all beams start as one hypothesis
+    prev = torch.full((rows,), BOS, dtype=torch.long)
+    finished = torch.zeros(rows, dtype=torch.bool)
+    lengths = torch.zeros(rows)
+    tokens = torch.empty(rows, 0, dtype=torch.long)  # (rows, step)
+    attention: Tensor | None = None  # (rows, step, src_len)
+    row_max = max_lens.repeat_interleave(beam)
+    block = torch.arange(batch)[:, None] * beam  # first row of each sentence
+
+    for step in range(int(max_lens.max())):
+        log_probs, state, attn = model.decode_step(memory, state, prev)  # (rows, vocab)
+        vocab = log_probs.size(1)
+        log_probs = log_probs.index_fill(1, NEVER_EMITTED, float("-inf"))
+        # Finished beams continue with <pad> at no cost; beams at their length limit must end.
+        log_probs = torch.where(finished[:, None], _only(PAD, vocab), log_probs)
+        at_limit = ~finished & (row_max == step + 1)
+        log_probs = torch.where(at_limit[:, None], log_probs + _only(EOS, vocab), log_probs)
+
+        candidates = (scores.view(rows, 1) + log_probs).view(batch, beam * vocab)
+        scores, flat = candidates.topk(beam, dim=1)  # (batch, beam)
+        origin = (block + flat // vocab).view(-1)  # row each new beam extends
+        token = (flat % vocab).view(-1)
+
+        _, state = model.reorder(None, state, origin)
+        was_finished = finished[origin]
+        lengths = lengths[origin] + (~was_finished).float()
+        finished = was_finished | (token == EOS)
+        tokens = torch.cat([tokens[origin], token[:, None]], 1)
+        if attn is not None:
+            attn = attn.index_select(0, origin)[:, None]
+            attention = attn if attention is None else torch.cat([attention.index_select(0, origin), attn], 1)
+        prev = token
+        if bool(finished.all()):
+            break
+
+    best = (scores / length_penalty(lengths.view(batch, beam), alpha)).argmax(1)  # (batch,)
+    hypotheses = []
+    for b in range(batch):
+        row = int(block[b, 0] + best[b])
+        n = int(lengths[row])
+        seq = tokens[row, :n].tolist()
+        if seq and seq[-1] == EOS:
+            seq = seq[:-1]
+        weights = None
+        if attention is not None:
+            src_len = int(src_mask[b].sum())
+            weights = attention[row, : len(seq), :src_len].numpy()
+        hypotheses.append(Hypothesis(seq, float(scores[b, best[b]]), weights))
+    return hypotheses
+
+
+def _only(token: int, vocab: int) -> Tensor:
+    """A log-probability row that allows only `token`."""
+    row = torch.full((vocab,), float("-inf"))
+    row[token] = 0.0
+    return row
+
+
+def translate_lines(
+    model: Seq2SeqModel,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    lines: list[str],
+    sc: SearchConfig,
+) -> list[Hypothesis]:
+    """Beam-search every line (batched by length); hypotheses come back in input order."""
+    encoded = [np.asarray(src_tok.encode(line), dtype=np.int64) for line in lines]
+    lens = np.array([len(e) for e in encoded])
+    results: list[Hypothesis | None] = [None] * len(lines)
+    for indices in sentence_batches(lens, sc.batch_size):
+        nonempty = [i for i in indices if lens[i] > 0]
+        for i in indices:
+            if lens[i] == 0:
+                results[i] = Hypothesis([], 0.0, None)
+        if not nonempty:
+            continue
+        src = pad([encoded[i] for i in nonempty])
+        max_lens = torch.from_numpy(np.floor(sc.max_len_a * lens[nonempty] + sc.max_len_b).astype(np.int64) + 1)
+        for i, hyp in zip(nonempty, beam_search(model, src, src != PAD, sc.beam, max_lens, sc.length_penalty)):
+            results[i] = hyp
+    return results  # type: ignore[return-value]
+
+
+def save_attention(hypotheses: list[Hypothesis], path: Path) -> None:
+    """All attention matrices in one .npz: `weights` (flat float16), `shapes` (n, 2), `offsets` (n+1)."""
+    mats = [h.attention if h.attention is not None else np.zeros((0, 0), np.float32) for h in hypotheses]
+    shapes = np.array([m.shape for m in mats], dtype=np.int64).reshape(-1, 2)
+    offsets = np.concatenate([[0], np.cumsum(shapes[:, 0] * shapes[:, 1])])
+    weights = np.concatenate([m.ravel() for m in mats]).astype(np.float16) if mats else np.zeros(0, np.float16)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, weights=weights, shapes=shapes, offsets=offsets)
+    tmp.replace(path)
+
+
+def load_attention(path: Path) -> list[np.ndarray]:
+    with np.load(path) as f:
+        weights, shapes, offsets = f["weights"], f["shapes"], f["offsets"]
+    return [weights[offsets[i] : offsets[i + 1]].reshape(shapes[i]).astype(np.float32) for i in range(len(shapes))]

@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny models and batches built in code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnrepro.models import build_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_PARAMS = {
+    "rnnenc": {"emb": 8, "hidden": 12, "maxout": 6},
+    "rnnsearch": {"emb": 8, "hidden": 12, "align": 10, "maxout": 6},
+}
+SRC_VOCAB, TGT_VOCAB = 23, 19
+
+
+def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
+    """A small randomly initialised model whose attention is not uniform (v_a starts at 0 in the paper)."""
+    torch.manual_seed(seed)
+    model = build_model(arch, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS[arch])
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return model.eval()
+
+
+@pytest.fixture(params=sorted(TINY_PARAMS))
+def arch(request) -> str:
+    return request.param

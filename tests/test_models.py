@@ -1,0 +1,120 @@
+"""The model interface: padding invariance, attention properties, each mechanism's defining property."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnrepro.batching import pad
+from attnrepro.models import REGISTRY, build_model, count_parameters
+from attnrepro.tokenize import BOS, PAD
+
+from conftest import SRC_VOCAB, TGT_VOCAB, tiny_model
+
+
+def _sentences() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(4, SRC_VOCAB, (n,), generator=g) for n in (7, 3, 5)]
+
+
+def test_registry_builds_every_arch():
+    assert {"rnnenc", "rnnsearch"} <= set(REGISTRY)
+    with pytest.raises(ValueError, match="unknown arch 'nope'"):
+        build_model("nope", 5, 5, {})
+
+
+def test_padding_never_changes_outputs(arch):
+    model = tiny_model(arch)
+    sentences = _sentences()
+    src = pad([s.numpy() for s in sentences])
+    tgt_in = torch.tensor([[BOS, 5, 6, 7]] * len(sentences))
+    batched = model(src, src != PAD, tgt_in)
+    for i, sentence in enumerate(sentences):
+        alone = model(sentence[None], torch.ones(1, len(sentence), dtype=torch.bool), tgt_in[i : i + 1])
+        torch.testing.assert_close(batched[i], alone[0], rtol=1e-5, atol=1e-5)
+
+
+def test_decode_steps_match_teacher_forcing(arch):
+    model = tiny_model(arch)
+    sentences = _sentences()
+    src = pad([s.numpy() for s in sentences])
+    src_mask = src != PAD
+    tgt_in = torch.tensor([[BOS, 5, 6, 7, 8]] * len(sentences))
+    logits = model(src, src_mask, tgt_in)
+    memory = model.encode(src, src_mask)
+    state = model.init_state(memory)
+    for t in range(tgt_in.size(1)):
+        log_probs, state, _ = model.decode_step(memory, state, tgt_in[:, t])
+        torch.testing.assert_close(log_probs, torch.log_softmax(logits[:, t], -1), rtol=1e-5, atol=1e-5)
+
+
+def test_attention_rows_sum_to_one_and_are_zero_on_padding():
+    model = tiny_model("rnnsearch")
+    src = pad([s.numpy() for s in _sentences()])
+    src_mask = src != PAD
+    memory = model.encode(src, src_mask)
+    state = model.init_state(memory)
+    prev = torch.full((src.size(0),), BOS)
+    for token in (BOS, 5, 9):
+        _, state, attn = model.decode_step(memory, state, prev.fill_(token))
+        assert attn.shape == src.shape
+        torch.testing.assert_close(attn.sum(1), torch.ones(src.size(0)))
+        assert torch.all(attn[~src_mask] == 0)
+        assert torch.all(attn[src_mask] > 0)
+        assert attn.std() > 0  # not uniform: the scores depend on the state
+
+
+def test_rnnenc_sees_the_source_only_through_c():
+    model = tiny_model("rnnenc")
+    src = pad([s.numpy() for s in _sentences()])
+    src_mask = src != PAD
+    memory = model.encode(src, src_mask)
+    assert set(memory) == {"context"}
+    assert memory["context"].shape == (src.size(0), 12)
+    # A different source with the same c gives identical outputs: the decoder reads nothing else.
+    other = torch.randint(4, SRC_VOCAB, src.shape)
+    other_memory = model.encode(other, torch.ones_like(src_mask))
+    assert not torch.allclose(other_memory["context"], memory["context"])
+    prev = torch.tensor([BOS] * src.size(0))
+    a, _, attn = model.decode_step(memory, model.init_state(memory), prev)
+    b, _, _ = model.decode_step({"context": memory["context"]}, model.init_state(memory), prev)
+    assert attn is None
+    torch.testing.assert_close(a, b)
+    c, _, _ = model.decode_step(other_memory, model.init_state(other_memory), prev)
+    assert not torch.allclose(a, c)
+
+
+def test_rnnsearch_precomputes_keys_and_starts_from_backward_state():
+    model = tiny_model("rnnsearch")
+    src = pad([s.numpy() for s in _sentences()])
+    src_mask = src != PAD
+    memory = model.encode(src, src_mask)
+    torch.testing.assert_close(memory["keys"], model.U_a(memory["annotations"]))
+    # s_0 = tanh(W_s ←h_1): the backward half of the first annotation (Bahdanau App. A.2.2)
+    backward_first = memory["annotations"][:, 0, 12:]
+    torch.testing.assert_close(memory["s0"], torch.tanh(model.init_proj(backward_first)))
+
+
+def test_paper_initialisation_of_rnnsearch():
+    torch.manual_seed(0)
+    model = build_model("rnnsearch", SRC_VOCAB, TGT_VOCAB, {"emb": 8, "hidden": 12, "align": 10, "maxout": 6})
+    assert torch.count_nonzero(model.v_a.weight) == 0  # v_a = 0 (App. B.1)
+    w_hh = model.encoder.weight_hh_l0.detach()
+    for gate in w_hh.chunk(3):  # each recurrent gate matrix is orthogonal
+        torch.testing.assert_close(gate @ gate.T, torch.eye(12), atol=1e-5, rtol=0)
+    assert model.U_a.weight.std() < 0.002
+
+
+def test_parameter_count_matches_hand_count():
+    e, h, a, m, vs, vt = 8, 12, 10, 6, SRC_VOCAB, TGT_VOCAB
+    model = build_model("rnnsearch", vs, vt, {"emb": e, "hidden": h, "align": a, "maxout": m})
+    gru = lambda i, hid: 3 * (i * hid + hid * hid + 2 * hid)  # noqa: E731
+    expected = (
+        vs * e + vt * e  # embeddings
+        + 2 * gru(e, h)  # BiGRU encoder
+        + h * h + h  # W_s
+        + h * a + 2 * h * a + a + a  # W_a, U_a (+bias), v_a
+        + gru(e + 2 * h, h)  # decoder GRU
+        + (h + e + 2 * h) * 2 * m + 2 * m + m * vt + vt  # maxout + W_o
+    )
+    assert count_parameters(model) == expected
