@@ -11,7 +11,7 @@ min_version("8.20")
 
 # A --configfile on the command line replaces the embedded default instead of merging into it.
 if not workflow.overwrite_configfiles:
-    configfile: "config/config.yaml"
+    configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

@@ -31,3 +31,28 @@ def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
 @pytest.fixture(params=sorted(TINY_PARAMS))
 def arch(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def test_config():
+    from attnrepro.config import load_config
+
+    return load_config(REPO / "config" / "test.yaml")
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory, test_config) -> Path:
+    """config/test.yaml's corpus generated, tokenized and encoded: data/, tokenizer/, encoded/."""
+    from attnrepro.data.synthetic import write_splits
+    from attnrepro.tokenize import encode_corpus, load_tokenizer, train_tokenizers
+
+    root = tmp_path_factory.mktemp("corpus")
+    write_splits(test_config.synthetic, root / "data")
+    train_tokenizers(test_config.tokenizer, root / "data/train.src", root / "data/train.tgt", root / "tokenizer")
+    src_tok = load_tokenizer(test_config.tokenizer, root / "tokenizer/src.model")
+    tgt_tok = load_tokenizer(test_config.tokenizer, root / "tokenizer/tgt.model")
+    for split in ("train", "valid", "test"):
+        encode_corpus(
+            src_tok, tgt_tok, root / f"data/{split}.src", root / f"data/{split}.tgt", root / f"encoded/{split}.npz"
+        )
+    return root

@@ -110,11 +110,19 @@ def test_parameter_count_matches_hand_count():
     model = build_model("rnnsearch", vs, vt, {"emb": e, "hidden": h, "align": a, "maxout": m})
     gru = lambda i, hid: 3 * (i * hid + hid * hid + 2 * hid)  # noqa: E731
     expected = (
-        vs * e + vt * e  # embeddings
+        vs * e
+        + vt * e  # embeddings
         + 2 * gru(e, h)  # BiGRU encoder
-        + h * h + h  # W_s
-        + h * a + 2 * h * a + a + a  # W_a, U_a (+bias), v_a
+        + h * h
+        + h  # W_s
+        + h * a
+        + 2 * h * a
+        + a
+        + a  # W_a, U_a (+bias), v_a
         + gru(e + 2 * h, h)  # decoder GRU
-        + (h + e + 2 * h) * 2 * m + 2 * m + m * vt + vt  # maxout + W_o
+        + (h + e + 2 * h) * 2 * m
+        + 2 * m
+        + m * vt
+        + vt  # maxout + W_o
     )
     assert count_parameters(model) == expected

@@ -52,7 +52,9 @@ def test_batch_gives_the_same_hypotheses_as_each_sentence_alone(arch):
     max_lens = torch.tensor([2 * len(s) + 3 for s in sources])
     batched = beam_search(model, src, src != PAD, beam=4, max_lens=max_lens, alpha=0.6)
     for i, s in enumerate(sources):
-        alone = beam_search(model, torch.from_numpy(s)[None], torch.ones(1, len(s), dtype=torch.bool), 4, max_lens[i : i + 1], 0.6)[0]
+        alone = beam_search(
+            model, torch.from_numpy(s)[None], torch.ones(1, len(s), dtype=torch.bool), 4, max_lens[i : i + 1], 0.6
+        )[0]
         assert batched[i].tokens == alone.tokens
         assert abs(batched[i].score - alone.score) < 1e-4
 
@@ -120,5 +122,7 @@ def test_translate_lines_restores_input_order_and_saves_attention(tmp_path):
             assert len(h.tokens) <= len(line.split()) + 3
     save_attention(hyps, tmp_path / "attn.npz")
     loaded = load_attention(tmp_path / "attn.npz")
-    assert [m.shape for m in loaded] == [(len(h.tokens), len(line.split())) if h.attention is not None else (0, 0) for line, h in zip(lines, hyps)]
+    assert [m.shape for m in loaded] == [
+        (len(h.tokens), len(line.split())) if h.attention is not None else (0, 0) for line, h in zip(lines, hyps)
+    ]
     np.testing.assert_allclose(loaded[0], hyps[0].attention, atol=1e-3)

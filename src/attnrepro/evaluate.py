@@ -45,8 +45,7 @@ def score_files(
     sources, hypotheses, references = (_read_lines(p) for p in (src_path, hyp_path, ref_path))
     if not len(sources) == len(hypotheses) == len(references):
         raise ValueError(
-            f"line counts differ: {src_path} {len(sources)}, {hyp_path} {len(hypotheses)}, "
-            f"{ref_path} {len(references)}"
+            f"line counts differ: {src_path} {len(sources)}, {hyp_path} {len(hypotheses)}, {ref_path} {len(references)}"
         )
     bleu, signature = corpus_bleu(hypotheses, references)
     summary = {"bleu": round(bleu, 2), "signature": signature, "n_sentences": len(sources)}
@@ -64,4 +63,3 @@ def write_scores(summary: dict[str, Any], rows: list[dict[str, Any]], json_path:
 def _read_lines(path: Path) -> list[str]:
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
-

@@ -21,7 +21,7 @@ def plot_bleu_by_length(table: pd.DataFrame, out_stem: Path, title: str) -> list
     ax.set_title(title)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="best")
     fig.tight_layout()
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]

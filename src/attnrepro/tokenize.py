@@ -146,9 +146,7 @@ def encode_corpus(src_tok: Tokenizer, tgt_tok: Tokenizer, src_text: Path, tgt_te
     src_ids, src_offsets = encode_lines(src_tok, _lines([src_text]))
     tgt_ids, tgt_offsets = encode_lines(tgt_tok, _lines([tgt_text]))
     if len(src_offsets) != len(tgt_offsets):
-        raise ValueError(
-            f"{src_text} has {len(src_offsets) - 1} lines but {tgt_text} has {len(tgt_offsets) - 1}"
-        )
+        raise ValueError(f"{src_text} has {len(src_offsets) - 1} lines but {tgt_text} has {len(tgt_offsets) - 1}")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp.npz")
     np.savez(tmp, src_ids=src_ids, src_offsets=src_offsets, tgt_ids=tgt_ids, tgt_offsets=tgt_offsets)

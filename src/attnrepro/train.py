@@ -192,17 +192,16 @@ def train(
             group["lr"] = lr
         logits = model(batch.src, batch.src_mask, batch.tgt_in)
         loss = loss_fn(logits, batch.tgt_out, tc.label_smoothing)
+        loss_value = float(loss.detach())
+        if not math.isfinite(loss_value):  # stop before the bad update; last.pt stays the last good state
+            raise FloatingPointError(
+                f"{mc.name}: loss is {loss_value} at step {step}; the last good checkpoint is {resume_path}"
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if tc.clip_norm > 0:
             nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
         optimizer.step()
-
-        loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):
-            raise FloatingPointError(
-                f"{mc.name}: loss is {loss_value} at step {step}; the last good checkpoint is {resume_path}"
-            )
         window_tokens += batch.n_tgt_tokens
         window_nonpad += batch.nonpad_fraction
         window_loss += loss_value

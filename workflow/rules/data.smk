@@ -8,7 +8,10 @@ rule generate:
     params:
         config=RESOLVED_CONFIG,
         synthetic=config["data"].get("synthetic"),
+        out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+    conda:
+        "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/generate.log",
     shell:
-        "attnrepro generate --config {params.config:q} --out-dir {RESULTS}/data > {log:q} 2>&1"
+        "attnrepro generate --config {params.config:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -10,8 +10,10 @@ rule score:
     params:
         config=RESOLVED_CONFIG,
         evaluate=config["evaluate"],
+    conda:
+        "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/score_{{model}}.log",
     shell:
-        "attnrepro score --config {params.config:q} --model {wildcards.model} --src {input.src:q}"
+        "attnrepro score --config {params.config:q} --model {wildcards.model:q} --src {input.src:q}"
         " --hyp {input.hyp:q} --ref {input.ref:q} --json {output.json:q} --csv {output.csv:q} > {log:q} 2>&1"

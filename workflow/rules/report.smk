@@ -12,8 +12,12 @@ rule report:
         pdf=f"{RESULTS}/figures/bleu_by_length.pdf",
     params:
         config=RESOLVED_CONFIG,
+        results=lambda wildcards, input: os.path.dirname(os.path.dirname(input[0])),
+        figure=lambda wildcards, output: os.path.splitext(output.png)[0],
+    conda:
+        "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/report.log",
     shell:
-        "attnrepro report --config {params.config:q} --results {RESULTS} --table {output.table:q}"
-        " --figure {RESULTS}/figures/bleu_by_length > {log:q} 2>&1"
+        "attnrepro report --config {params.config:q} --results {params.results:q} --table {output.table:q}"
+        " --figure {params.figure:q} > {log:q} 2>&1"

@@ -1,7 +1,7 @@
 rule train:
     """One model; resumes from results/{dataset}/{model}/resume/last.pt when rerun."""
     input:
-        rules.tokenizer.output,
+        tokenizer=rules.tokenizer.output.src,
         train=f"{RESULTS}/encoded/train.npz",
         valid=f"{RESULTS}/encoded/valid.npz",
     output:
@@ -10,13 +10,17 @@ rule train:
     params:
         config=RESOLVED_CONFIG,
         model=lambda wildcards: config["models"][wildcards.model],
+        tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
+        out_dir=lambda wildcards, output: os.path.dirname(output.checkpoint),
     threads: CFG.resources.threads
     resources:
         mem_mb=CFG.resources.mem_mb,
         runtime=CFG.resources.runtime,
+    conda:
+        "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/train_{{model}}.log",
     shell:
-        "attnrepro train --config {params.config:q} --model {wildcards.model} --tokenizer-dir {RESULTS}/tokenizer"
-        " --train {input.train:q} --valid {input.valid:q} --out-dir {RESULTS}/{wildcards.model}"
+        "attnrepro train --config {params.config:q} --model {wildcards.model:q} --tokenizer-dir {params.tokenizer_dir:q}"
+        " --train {input.train:q} --valid {input.valid:q} --out-dir {params.out_dir:q}"
         " --threads {threads} > {log:q} 2>&1"

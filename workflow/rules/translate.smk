@@ -1,7 +1,7 @@
 rule translate:
     """Beam search over the test set; attention weights of every sentence go to attn.npz."""
     input:
-        rules.tokenizer.output,
+        tokenizer=rules.tokenizer.output.src,
         checkpoint=f"{RESULTS}/{{model}}/checkpoint.pt",
         src=f"{RESULTS}/data/test.src",
     output:
@@ -10,10 +10,13 @@ rule translate:
     params:
         config=RESOLVED_CONFIG,
         search=config["search"],
+        tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     threads: CFG.resources.threads
+    conda:
+        "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/translate_{{model}}.log",
     shell:
         "attnrepro translate --config {params.config:q} --checkpoint {input.checkpoint:q}"
-        " --tokenizer-dir {RESULTS}/tokenizer --src {input.src:q} --out {output.hyp:q}"
+        " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --out {output.hyp:q}"
         " --attention {output.attention:q} --threads {threads} > {log:q} 2>&1"

@@ -143,12 +143,6 @@ def sentence_pair(rng: random.Random, lex: Lexicon, length: int) -> tuple[list[s
     return src, tgt
 
 
-def inverse_length_sample(rng: random.Random, max_len: int) -> int:
-    """L in 1..max_len with P(L) proportional to 1/L: equal tokens per length."""
-    weights = [1.0 / n for n in range(1, max_len + 1)]
-    return rng.choices(range(1, max_len + 1), weights=weights)[0]
-
-
 def generate_splits(cfg: SyntheticDataConfig) -> dict[str, list[tuple[list[str], list[str]]]]:
     """train/valid (lengths ~ 1/L up to max_train_len) and test (every bucket, equal counts)."""
     lex = make_lexicon(cfg)

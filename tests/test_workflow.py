@@ -1,0 +1,90 @@
+"""The whole DAG through Snakemake itself, on config/test.yaml."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnrepro.search import load_attention
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
+    return subprocess.run(command + list(args), capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("workflow")
+    out = snakemake(workdir, "--cores", "2", "--configfile", str(REPO / "config/test.yaml"))
+    assert out.returncode == 0, out.stderr[-4000:]
+    return workdir / "results" / "synthetic_test"
+
+
+def test_every_output_exists_and_parses(finished_run):
+    results = finished_run
+    cfg = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    models = list(cfg["models"])
+    n_test = len((results / "data/test.src").read_text().splitlines())
+    assert n_test == cfg["data"]["synthetic"]["test_per_bucket"] * 4  # 4 buckets up to 40 words
+    for model in models:
+        bleu = json.loads((results / model / "bleu.json").read_text())
+        assert 0 <= bleu["bleu"] <= 100 and bleu["signature"].startswith("nrefs:1")
+        assert bleu["n_sentences"] == n_test
+        with open(results / model / "bleu_by_length.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert [(int(r["bucket_lo"]), int(r["bucket_hi"])) for r in rows] == [(0, 10), (10, 20), (20, 30), (30, 40)]
+        assert sum(int(r["n_sentences"]) for r in rows) == n_test
+        assert len((results / model / "hyp.txt").read_text().splitlines()) == n_test
+        with open(results / model / "train_log.csv") as f:
+            log = list(csv.DictReader(f))
+        assert int(log[-1]["step"]) == cfg["x-train"]["max_steps"]
+        attention = load_attention(results / model / "attn.npz")
+        assert len(attention) == n_test
+        if cfg["models"][model]["arch"] == "rnnsearch":
+            assert all(a.shape[1] > 0 for a in attention if a.shape[0] > 0)
+        else:
+            assert all(a.size == 0 for a in attention)
+    with open(results / "tables/bleu_by_length.csv") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 4 * len(models)
+    assert {r["label"] for r in table} == {m["label"] for m in cfg["models"].values()}
+    assert (results / "figures/bleu_by_length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (results / "figures/bleu_by_length.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_a_finished_run_has_nothing_left_to_do(finished_run):
+    workdir = finished_run.parents[1]
+    out = snakemake(workdir, "-n", "--configfile", str(REPO / "config/test.yaml"))
+    assert out.returncode == 0
+    assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_the_embedded_default_plans_every_job(tmp_path):
+    out = snakemake(tmp_path, "-n")
+    assert out.returncode == 0, out.stderr[-4000:]
+    counts = {}
+    for line in (out.stdout + out.stderr).split("Job stats:")[1].splitlines()[3:]:
+        if not line.strip():
+            break
+        job, count = line.split()
+        counts[job] = int(count)
+    assert counts == {
+        "generate": 1, "tokenizer": 1, "encode": 2, "train": 4, "translate": 4, "score": 4, "report": 1, "all": 1,
+        "total": 18,
+    }  # fmt: skip
+
+
+def test_snakemake_lint_is_clean():
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
