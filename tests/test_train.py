@@ -35,12 +35,14 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus, tmp_path):
     ckpt = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=40, log_every=10, valid_every=20)
     log = (tmp_path / "run/train_log.csv").read_text().splitlines()
-    assert log[0] == "step,epoch,loss,lr,tokens_per_s,nonpad_fraction,valid_loss"
+    assert log[0] == "step,epoch,loss,lr,tokens_per_s,nonpad_fraction,valid_loss,src_tokens,tgt_tokens"
     rows = [dict(zip(log[0].split(","), line.split(","))) for line in log[1:]]
     assert [int(r["step"]) for r in rows] == [10, 20, 30, 40]
     assert float(rows[-1]["loss"]) < float(rows[0]["loss"]) - 0.5
     assert rows[1]["valid_loss"] and rows[3]["valid_loss"] and not rows[0]["valid_loss"]
     assert all(float(r["nonpad_fraction"]) > 0.8 for r in rows)
+    tgt_tokens = [int(r["tgt_tokens"]) for r in rows]
+    assert tgt_tokens == sorted(tgt_tokens) and tgt_tokens[0] > 0  # cumulative
     assert load_checkpoint(ckpt)["step"] == 40
 
 

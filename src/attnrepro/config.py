@@ -54,6 +54,8 @@ class TrainConfig:
     rho: float = 0.95
     schedule: str = "constant"
     warmup_steps: int = 4000
+    halving_start_epoch: float = 5.0
+    halving_every_epochs: float = 0.5
     clip_norm: float = 1.0
     batch_tokens: int = 4000
     max_steps: int = 1000
@@ -156,6 +158,11 @@ def from_dict(raw: dict[str, Any]) -> Config:
         evaluate=_build(EvaluateConfig, raw["evaluate"]),
         resources=_build(ResourcesConfig, raw["resources"]),
     )
+    for name, m in models.items():
+        if m.arch == "transformer" and m.params.get("share_embeddings", True) and not raw["tokenizer"]["shared"]:
+            raise ConfigError(
+                f"models.{name}.params.share_embeddings needs tokenizer.shared: true (one vocabulary, Vaswani §3.4)"
+            )
     if synthetic is not None:
         for name, m in models.items():
             if m.train.max_src_len > synthetic.max_train_len:

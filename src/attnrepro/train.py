@@ -29,7 +29,17 @@ from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.models import Seq2SeqModel, build_model, count_parameters
 from attnrepro.tokenize import PAD
 
-LOG_FIELDS = ["step", "epoch", "loss", "lr", "tokens_per_s", "nonpad_fraction", "valid_loss"]
+LOG_FIELDS = [
+    "step",
+    "epoch",
+    "loss",
+    "lr",
+    "tokens_per_s",
+    "nonpad_fraction",
+    "valid_loss",
+    "src_tokens",
+    "tgt_tokens",
+]
 
 
 def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
@@ -40,13 +50,21 @@ def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=tc.lr)
 
 
-def lr_at(tc: TrainConfig, step: int, d_model: int | None = None) -> float:
+def lr_at(tc: TrainConfig, step: int, d_model: int | None = None, steps_per_epoch: int | None = None) -> float:
     """Learning rate of update number `step` (1-based)."""
     if tc.schedule == "inverse_sqrt":
         if d_model is None:
             raise ValueError("schedule inverse_sqrt needs a model with a d_model")
         # Vaswani 2017, eq. (3): d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
         return tc.lr * d_model**-0.5 * min(step**-0.5, step * tc.warmup_steps**-1.5)
+    if tc.schedule == "halving":
+        if steps_per_epoch is None:
+            raise ValueError("schedule halving needs the number of steps per epoch")
+        # Sutskever 2014, §3.4: "after 5 epochs, we began halving the learning rate every half epoch"
+        epochs_done = (step - 1) / steps_per_epoch
+        if epochs_done < tc.halving_start_epoch:
+            return tc.lr
+        return tc.lr * 0.5 ** (1 + math.floor((epochs_done - tc.halving_start_epoch) / tc.halving_every_epochs))
     return tc.lr
 
 
@@ -153,11 +171,13 @@ def train(
     src_lens, tgt_lens = corpus.src_lens[kept], corpus.tgt_lens[kept]
 
     step, epoch, position = 0, 0, 0
+    seen = {"src": 0, "tgt": 0}  # real tokens trained on so far (for FLOP estimates: 6 x params x tokens)
     if resume_path.exists():
         state = load_checkpoint(resume_path)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, position = state["step"], state["epoch"], state["position"]
+        seen = dict(state["tokens_seen"])
         torch.set_rng_state(state["torch_rng"])
         _truncate_log(log_path, step)
         print(f"resuming {mc.name} from step {step} (epoch {epoch}, batch {position})", flush=True)
@@ -172,6 +192,7 @@ def train(
             "step": step,
             "epoch": epoch,
             "position": position,
+            "tokens_seen": dict(seen),
             "torch_rng": torch.get_rng_state(),
         }
 
@@ -187,7 +208,7 @@ def train(
         batch: Batch = collate(corpus, kept[batches[position]])
         position += 1
         step += 1
-        lr = lr_at(tc, step, d_model)
+        lr = lr_at(tc, step, d_model, len(batches))
         for group in optimizer.param_groups:
             group["lr"] = lr
         logits = model(batch.src, batch.src_mask, batch.tgt_in)
@@ -203,6 +224,8 @@ def train(
             nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
         optimizer.step()
         window_tokens += batch.n_tgt_tokens
+        seen["src"] += int(batch.src_mask.sum())
+        seen["tgt"] += batch.n_tgt_tokens
         window_nonpad += batch.nonpad_fraction
         window_loss += loss_value
         window_steps += 1
@@ -217,6 +240,8 @@ def train(
                 "tokens_per_s": round(window_tokens / elapsed, 1),
                 "nonpad_fraction": round(window_nonpad / window_steps, 4),
                 "valid_loss": "",
+                "src_tokens": seen["src"],
+                "tgt_tokens": seen["tgt"],
             }
             if step % tc.valid_every == 0 or step == tc.max_steps:
                 row["valid_loss"] = round(valid_loss(model, valid, tc.batch_tokens), 5)

@@ -5,12 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from attnrepro.models.base import Seq2SeqModel
+from attnrepro.models.diagonal import DiagonalSearch
+from attnrepro.models.graves import GravesNTM, GravesWindow
+from attnrepro.models.memnet import MemNet
 from attnrepro.models.rnnenc import RNNEncDec
 from attnrepro.models.rnnsearch import RNNSearch
+from attnrepro.models.seq2seq import Seq2Seq
+from attnrepro.models.transformer import Transformer
 
 REGISTRY: dict[str, type[Seq2SeqModel]] = {
     "rnnenc": RNNEncDec,
+    "seq2seq": Seq2Seq,
     "rnnsearch": RNNSearch,
+    "diagonal": DiagonalSearch,
+    "graves_window": GravesWindow,
+    "graves_ntm": GravesNTM,
+    "memnet": MemNet,
+    "transformer": Transformer,
 }
 
 

@@ -1,0 +1,170 @@
+"""Location and content addressing over the source, after Alex Graves:
+
+- `graves_window`: the soft window of Graves 2013, "Generating Sequences With Recurrent
+  Neural Networks" (arXiv 1308.0850), §5.1, eqs. 46-51: a mixture of K Gaussians whose
+  centres κ only move forward, the mechanism that let a network write a text by hand.
+- `graves_ntm`: the read head of Graves, Wayne & Danihelka 2014, "Neural Turing Machines"
+  (arXiv 1410.5401), §3.3: content addressing by cosine similarity, interpolation with the
+  previous weights, a circular shift and sharpening.
+
+Neither paper translates. Here the memory is the BiGRU annotations of the source (as in
+RNNsearch), and the read vector is fed back to the GRU decoder as in Graves 2013: the
+decoder state s_t = f(s_{t-1}, y_{t-1}, r_{t-1}) sets the head, the head reads r_t, and the
+output is a maxout layer over [s_t; E y_{t-1}; r_t].
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
+from attnrepro.models.layers import DeepOutput, run_packed
+
+
+class _ReadHeadDecoder(Seq2SeqModel):
+    """BiGRU encoder + GRU decoder that reads the annotations through an addressing head."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, emb: int, hidden: int, maxout: int, dropout: float):
+        super().__init__()
+        self.src_embed = nn.Embedding(src_vocab, emb, padding_idx=self.pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab, emb, padding_idx=self.pad_id)
+        self.encoder = nn.GRU(emb, hidden, batch_first=True, bidirectional=True)
+        self.init_proj = nn.Linear(hidden, hidden)  # s_0 = tanh(W_s ←h_1), as RNNsearch
+        self.decoder = nn.GRUCell(emb + 2 * hidden, hidden)  # input [E y_{t-1}; r_{t-1}]
+        self.readout = DeepOutput(hidden + emb + 2 * hidden, maxout, tgt_vocab)
+        self.dropout = nn.Dropout(dropout)
+
+    def head_state(self, memory: Memory) -> State:
+        raise NotImplementedError
+
+    def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
+        """Weights (batch, src_len) over the annotations for decoder state s, and the new head state."""
+        raise NotImplementedError
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        annotations, final = run_packed(self.encoder, self.dropout(self.src_embed(src)), src_mask)
+        return {"annotations": annotations, "src_mask": src_mask, "s0": torch.tanh(self.init_proj(final[1]))}
+
+    def init_state(self, memory: Memory) -> State:
+        read = memory["annotations"].new_zeros(memory["annotations"].size(0), memory["annotations"].size(2))
+        return {"s": memory["s0"], "read": read} | self.head_state(memory)
+
+    def _step(self, memory: Memory, state: State, y_prev: Tensor) -> tuple[Tensor, Tensor, State]:
+        s = self.decoder(torch.cat([y_prev, state["read"]], -1), state["s"])
+        head = {k: v for k, v in state.items() if k not in ("s", "read")}
+        weights, head = self.address(memory, s, head)
+        read = torch.bmm(weights[:, None], memory["annotations"]).squeeze(1)  # r_t = Σ_u w(u) h_u
+        features = torch.cat([s, y_prev, read], -1)
+        return features, weights, {"s": s, "read": read} | head
+
+    def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
+        features, weights, state = self._step(memory, state, self.tgt_embed(prev_tokens))
+        return torch.log_softmax(self.readout(features), -1), state, weights
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        memory = self.encode(src, src_mask)
+        y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
+        state = self.init_state(memory)
+        features = []
+        for t in range(tgt_in.size(1)):
+            feature, _, state = self._step(memory, state, y_prev[:, t])
+            features.append(feature)
+        return self.readout(self.dropout(torch.stack(features, 1)))  # (batch, tgt_len, vocab)
+
+
+def gaussian_window(alpha: Tensor, beta: Tensor, kappa: Tensor, src_mask: Tensor) -> Tensor:
+    """φ(t, u) = Σ_k α_k exp(-β_k (κ_k - u)^2) for u = 1..U (Graves 2013, eq. 46); 0 on padding."""
+    u = torch.arange(1, src_mask.size(1) + 1, device=src_mask.device, dtype=kappa.dtype)  # (src_len,)
+    phi = (alpha[..., None] * torch.exp(-beta[..., None] * (kappa[..., None] - u) ** 2)).sum(1)  # (batch, src_len)
+    return phi * src_mask
+
+
+class GravesWindow(_ReadHeadDecoder):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb: int = 620,
+        hidden: int = 1000,
+        maxout: int = 500,
+        components: int = 10,
+        dropout: float = 0.0,
+    ):
+        super().__init__(src_vocab, tgt_vocab, emb, hidden, maxout, dropout)
+        self.window = nn.Linear(hidden, 3 * components)  # (α̂, β̂, κ̂) = W h_t + b, eq. (48)
+
+    def head_state(self, memory: Memory) -> State:
+        batch = memory["s0"].size(0)
+        return {"kappa": memory["s0"].new_zeros(batch, self.window.out_features // 3)}
+
+    def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
+        alpha_hat, beta_hat, kappa_hat = self.window(s).chunk(3, -1)  # each (batch, K)
+        kappa = head["kappa"] + torch.exp(kappa_hat)  # eq. (51): κ only moves forward
+        phi = gaussian_window(torch.exp(alpha_hat), torch.exp(beta_hat), kappa, memory["src_mask"])  # eqs. (46, 49, 50)
+        return phi, {"kappa": kappa}
+
+
+def ntm_address(
+    memory: Tensor,
+    src_mask: Tensor,
+    prev_weights: Tensor,
+    key: Tensor,
+    beta: Tensor,
+    gate: Tensor,
+    shift: Tensor,
+    gamma: Tensor,
+) -> Tensor:
+    """NTM read weights (Graves et al. 2014, §3.3), circular over each sentence's real length.
+
+    memory (batch, src_len, dim); prev_weights (batch, src_len); key (batch, dim); beta, gate,
+    gamma (batch,); shift (batch, 3) over offsets (-1, 0, +1).
+    """
+    similarity = F.cosine_similarity(key[:, None], memory, dim=-1, eps=1e-8)  # K[k, M_i], eq. (6)
+    content = masked_softmax(beta[:, None] * similarity, src_mask)  # w^c, eq. (5)
+    gated = gate[:, None] * content + (1 - gate[:, None]) * prev_weights  # w^g, eq. (7)
+    lengths = src_mask.sum(1, keepdim=True)  # (batch, 1)
+    positions = torch.arange(src_mask.size(1), device=src_mask.device)[None]  # (1, src_len)
+    shifted = torch.zeros_like(gated)
+    for column, offset in enumerate((-1, 0, 1)):  # w̃(i) = Σ_j w^g(j) s(i - j), eq. (8)
+        source = torch.remainder(positions - offset, lengths.clamp(min=1))
+        shifted = shifted + shift[:, column : column + 1] * gated.gather(1, source)
+    sharpened = shifted.clamp(min=1e-12) ** gamma[:, None]  # w̃^γ, eq. (9)
+    sharpened = sharpened.masked_fill(~src_mask, 0.0)
+    return sharpened / sharpened.sum(1, keepdim=True)
+
+
+class GravesNTM(_ReadHeadDecoder):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb: int = 620,
+        hidden: int = 1000,
+        maxout: int = 500,
+        dropout: float = 0.0,
+    ):
+        super().__init__(src_vocab, tgt_vocab, emb, hidden, maxout, dropout)
+        self.head = nn.Linear(hidden, 2 * hidden + 1 + 1 + 3 + 1)  # key k, β, g, s, γ (§3.1-3.3)
+
+    def head_state(self, memory: Memory) -> State:
+        weights = torch.zeros_like(memory["src_mask"], dtype=memory["s0"].dtype)
+        weights[:, 0] = 1.0  # the head starts on the first source word
+        return {"weights": weights}
+
+    def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
+        dim = memory["annotations"].size(2)
+        out = self.head(s)
+        key, beta, gate, shift, gamma = out.split([dim, 1, 1, 3, 1], -1)
+        weights = ntm_address(
+            memory["annotations"],
+            memory["src_mask"],
+            head["weights"],
+            key,
+            F.softplus(beta[:, 0]),  # β ≥ 0
+            torch.sigmoid(gate[:, 0]),  # g ∈ (0, 1)
+            torch.softmax(shift, -1),  # a distribution over shifts
+            1 + F.softplus(gamma[:, 0]),  # γ ≥ 1
+        )
+        return weights, {"weights": weights}

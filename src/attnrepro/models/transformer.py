@@ -1,0 +1,159 @@
+"""The Transformer: Vaswani et al. 2017, "Attention Is All You Need" (arXiv 1706.03762), §3.
+
+N post-norm encoder and decoder layers, LayerNorm(x + Dropout(Sublayer(x))) (§3.1, §5.4);
+multi-head scaled dot-product attention (§3.2, eqs. 1-2); position-wise feed-forward
+layers (eq. 2 of §3.3); embeddings scaled by √d_model and shared between source, target
+and pre-softmax projection (§3.4); sinusoidal positions (§3.5). Decoding keeps each
+layer's keys and values (a cache), so one step costs one position, not the whole prefix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnrepro.models.base import Memory, Seq2SeqModel, State
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / √d_k) V, eq. (1). q (..., n, d_k), k/v (..., m, d_k); mask broadcasts to (..., n, m)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    return weights @ v, weights
+
+
+def sinusoidal_positions(length: int, d_model: int, offset: int = 0) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), §3.5; (length, d_model)."""
+    pos = torch.arange(offset, offset + length, dtype=torch.float)[:, None]
+    rates = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(length, d_model)
+    pe[:, 0::2] = torch.sin(pos * rates)
+    pe[:, 1::2] = torch.cos(pos * rates)
+    return pe
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), eq. (2)."""
+
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def split(self, x: Tensor) -> Tensor:
+        """(batch, n, d_model) -> (batch, heads, n, d_k)."""
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.split(self.k(x)), self.split(self.v(x))
+
+    def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        out, weights = scaled_dot_product_attention(self.split(self.q(x)), k, v, mask)
+        return self.o(out.transpose(1, 2).flatten(2)), weights  # (batch, n, d_model), (batch, heads, n, m)
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, d_ff: int, dropout: float):  # FFN(x) = max(0, x W1 + b1) W2 + b2
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.attn, self.ff = MultiHeadAttention(d_model, heads), FeedForward(d_model, d_ff, dropout)
+        self.norm1, self.norm2, self.drop = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        x = self.norm1(x + self.drop(self.attn.attend(x, *self.attn.keys_values(x), mask)[0]))  # §3.1
+        return self.norm2(x + self.drop(self.ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.self_attn, self.cross_attn = MultiHeadAttention(d_model, heads), MultiHeadAttention(d_model, heads)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)), nn.Dropout(dropout)
+
+    def forward(self, x, self_k, self_v, self_mask, cross_k, cross_v, cross_mask) -> tuple[Tensor, Tensor]:
+        x = self.norms[0](x + self.drop(self.self_attn.attend(x, self_k, self_v, self_mask)[0]))
+        out, weights = self.cross_attn.attend(x, cross_k, cross_v, cross_mask)  # encoder-decoder attention
+        x = self.norms[1](x + self.drop(out))
+        return self.norms[2](x + self.drop(self.ff(x))), weights
+
+
+class Transformer(Seq2SeqModel):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 512,
+        d_ff: int = 2048,
+        heads: int = 8,
+        layers: int = 6,
+        dropout: float = 0.1,
+        share_embeddings: bool = True,
+    ):
+        super().__init__()
+        if share_embeddings and src_vocab != tgt_vocab:
+            raise ValueError(f"share_embeddings needs one vocabulary; got {src_vocab} source, {tgt_vocab} target")
+        self.d_model = d_model
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=self.pad_id)
+        self.src_embed = (
+            self.tgt_embed if share_embeddings else nn.Embedding(src_vocab, d_model, padding_idx=self.pad_id)
+        )
+        nn.init.normal_(self.tgt_embed.weight, std=d_model**-0.5)
+        if not share_embeddings:
+            nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
+        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        self.dropout = nn.Dropout(dropout)
+
+    def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        pe = sinusoidal_positions(tokens.size(1), self.d_model, offset).to(tokens.device)
+        return self.dropout(embedding(tokens) * math.sqrt(self.d_model) + pe)  # §3.4, §3.5, §5.4
+
+    def logits(self, x: Tensor) -> Tensor:
+        return x @ self.tgt_embed.weight.T  # pre-softmax weights shared with the embeddings, §3.4
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        x = self.embed(self.src_embed, src)
+        mask = src_mask[:, None, None]  # (batch, 1, 1, src_len)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        memory: Memory = {"src_mask": src_mask}
+        for i, layer in enumerate(self.decoder):  # cross-attention keys/values, once per sentence
+            memory[f"ck{i}"], memory[f"cv{i}"] = layer.cross_attn.keys_values(x)
+        return memory
+
+    def init_state(self, memory: Memory) -> State:
+        batch, heads = memory["src_mask"].size(0), self.decoder[0].self_attn.heads
+        empty = memory["ck0"].new_zeros(batch, heads, 0, self.d_model // heads)
+        return {f"{kv}{i}": empty for i in range(len(self.decoder)) for kv in ("k", "v")}
+
+    def _decode(self, memory: Memory, state: State, x: Tensor, causal: Tensor | None) -> tuple[Tensor, State, Tensor]:
+        cross_mask = memory["src_mask"][:, None, None]
+        new_state = {}
+        for i, layer in enumerate(self.decoder):
+            k, v = layer.self_attn.keys_values(x)
+            k, v = torch.cat([state[f"k{i}"], k], 2), torch.cat([state[f"v{i}"], v], 2)  # cache: (batch, heads, t, d_k)
+            new_state[f"k{i}"], new_state[f"v{i}"] = k, v
+            x, weights = layer(x, k, v, causal, memory[f"ck{i}"], memory[f"cv{i}"], cross_mask)
+        return self.logits(x), new_state, weights.mean(1)  # last layer's attention, averaged over heads
+
+    def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
+        step = state["k0"].size(2)
+        x = self.embed(self.tgt_embed, prev_tokens[:, None], offset=step)  # (batch, 1, d_model)
+        logits, state, weights = self._decode(memory, state, x, None)  # the cache holds only the past
+        return torch.log_softmax(logits[:, 0], -1), state, weights[:, 0]
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        memory = self.encode(src, src_mask)
+        n = tgt_in.size(1)
+        causal = torch.ones(n, n, dtype=torch.bool, device=tgt_in.device).tril()  # position i sees j <= i, §3.2.3
+        logits, _, _ = self._decode(memory, self.init_state(memory), self.embed(self.tgt_embed, tgt_in), causal)
+        return logits  # (batch, tgt_len, vocab)
