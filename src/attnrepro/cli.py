@@ -110,6 +110,8 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_params(args: argparse.Namespace) -> None:
+    import torch
+
     from attnrepro.models import build_model, count_parameters
 
     cfg = load_config(args.config)
@@ -118,7 +120,9 @@ def cmd_params(args: argparse.Namespace) -> None:
     src_vocab = args.src_vocab or vocab
     tgt_vocab = args.tgt_vocab or vocab
     print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
-    print(count_parameters(build_model(mc.arch, src_vocab, tgt_vocab, mc.params)))
+    with torch.device("meta"):  # shapes only: a paper-scale model is counted without allocating it
+        model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params)
+    print(count_parameters(model))
 
 
 def build_parser() -> argparse.ArgumentParser:
