@@ -39,7 +39,7 @@ def test_one_component_with_a_large_beta_is_one_hot_at_round_kappa():
 
 def _ntm_inputs(length: int = 6):
     torch.manual_seed(0)
-    memory = torch.randn(1, length, 4)
+    memory = torch.nn.functional.normalize(torch.randn(1, length, 4), dim=-1)  # unit rows
     mask = torch.ones(1, length, dtype=torch.bool)
     prev = torch.softmax(torch.randn(1, length), -1)
     key = torch.randn(1, 4)
@@ -75,7 +75,7 @@ def test_gamma_one_leaves_the_weights_unchanged_and_sharpening_sharpens():
 
 def test_weights_sum_to_one_and_shift_is_circular_within_each_sentence():
     torch.manual_seed(1)
-    memory = torch.randn(2, 5, 4)
+    memory = torch.nn.functional.normalize(torch.randn(2, 5, 4), dim=-1)
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
     prev = torch.tensor([[0.0, 0, 0, 0, 1], [0, 0, 1, 0, 0]])
     shift = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])

@@ -107,7 +107,7 @@ class GravesWindow(_ReadHeadDecoder):
 
 
 def ntm_address(
-    memory: Tensor,
+    unit_memory: Tensor,
     src_mask: Tensor,
     prev_weights: Tensor,
     key: Tensor,
@@ -118,10 +118,12 @@ def ntm_address(
 ) -> Tensor:
     """NTM read weights (Graves et al. 2014, §3.3), circular over each sentence's real length.
 
-    memory (batch, src_len, dim); prev_weights (batch, src_len); key (batch, dim); beta, gate,
-    gamma (batch,); shift (batch, 3) over offsets (-1, 0, +1).
+    unit_memory (batch, src_len, dim): the memory rows scaled to unit norm, once per sentence;
+    prev_weights (batch, src_len); key (batch, dim); beta, gate, gamma (batch,); shift (batch, 3)
+    over offsets (-1, 0, +1).
     """
-    similarity = F.cosine_similarity(key[:, None], memory, dim=-1, eps=1e-8)  # K[k, M_i], eq. (6)
+    unit_key = F.normalize(key, dim=-1)[:, :, None]  # (batch, dim, 1)
+    similarity = torch.bmm(unit_memory, unit_key).squeeze(-1)  # cosine K[k, M_i], eq. (6)
     content = masked_softmax(beta[:, None] * similarity, src_mask)  # w^c, eq. (5)
     gated = gate[:, None] * content + (1 - gate[:, None]) * prev_weights  # w^g, eq. (7)
     lengths = src_mask.sum(1, keepdim=True)  # (batch, 1)
@@ -148,6 +150,10 @@ class GravesNTM(_ReadHeadDecoder):
         super().__init__(src_vocab, tgt_vocab, emb, hidden, maxout, dropout)
         self.head = nn.Linear(hidden, 2 * hidden + 1 + 1 + 3 + 1)  # key k, β, g, s, γ (§3.1-3.3)
 
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        memory = super().encode(src, src_mask)
+        return memory | {"unit": F.normalize(memory["annotations"], dim=-1)}  # for cosine similarity
+
     def head_state(self, memory: Memory) -> State:
         weights = torch.zeros_like(memory["src_mask"], dtype=memory["s0"].dtype)
         weights[:, 0] = 1.0  # the head starts on the first source word
@@ -158,7 +164,7 @@ class GravesNTM(_ReadHeadDecoder):
         out = self.head(s)
         key, beta, gate, shift, gamma = out.split([dim, 1, 1, 3, 1], -1)
         weights = ntm_address(
-            memory["annotations"],
+            memory["unit"],
             memory["src_mask"],
             head["weights"],
             key,
