@@ -16,6 +16,9 @@ if not workflow.overwrite_configfiles:
 
 validate(config, "workflow/schemas/config.schema.yaml")
 
+
+report: "workflow/report/workflow.rst"
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/tokenize.smk"
@@ -28,10 +31,12 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         expand(f"{RESULTS}/{{model}}/bleu.json", model=MODELS),
-        rules.report.output,
+        REPORT_FILES,
     default_target: True
 
 
 rule figures:
+    """Every table and figure (workflow/rules/report.smk) from finished runs; trains and translates nothing
+    when the runs are finished."""
     input:
-        rules.report.output,
+        REPORT_FILES,

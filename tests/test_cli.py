@@ -35,5 +35,17 @@ def test_params_with_explicit_vocabularies_and_unknown_model(capsys):
 
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "attnrepro.cli", "--help"], capture_output=True, text=True, check=True)
-    for verb in ("generate", "tokenizer", "encode", "train", "translate", "score", "report", "params"):
+    for verb in (
+        "generate",
+        "tokenizer",
+        "encode",
+        "train",
+        "translate",
+        "score",
+        "tables",
+        "figure-length",
+        "figure-alignments",
+        "figure-training",
+        "params",
+    ):
         assert verb in out.stdout

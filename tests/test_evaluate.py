@@ -8,7 +8,16 @@ import sys
 
 import pytest
 
-from attnrepro.evaluate import bleu_by_length, bucket_of, corpus_bleu, score_files
+from attnrepro.evaluate import (
+    bleu_by_length,
+    bucket_of,
+    corpus_bleu,
+    moses_tokenize,
+    no_unk_mask,
+    score_files,
+    tokenized_bleu,
+)
+from attnrepro.tokenize import WordVocab
 
 HYPS = ["the cat sat on the mat", "a quick brown dog jumps", "hello there world"]
 REFS = ["the cat sat on a mat", "the quick brown fox jumps", "hello world"]
@@ -55,3 +64,62 @@ def test_line_count_mismatch_names_the_files(tmp_path):
         (tmp_path / name).write_text("a\n" * n)
     with pytest.raises(ValueError, match="hyp 2"):
         score_files(tmp_path / "src", tmp_path / "hyp", tmp_path / "ref", 10, 80)
+
+
+# Tokenized BLEU (multi-bleu.perl on Moses-tokenized text) and Bahdanau's "No UNK" subset.
+PUNCT_HYPS = ["Don't stop, it's fine.", "The cat (a big one) sat on the mat!", "Hello there, world."]
+PUNCT_REFS = ["Don't stop; it's fine.", "The cat (a big one) sat on a mat.", "Hello, world."]
+
+
+def test_tokenized_bleu_equals_sacremoses_cli_then_sacrebleu_tokenize_none(tmp_path):
+    for name, lines in (("hyp", PUNCT_HYPS), ("ref", PUNCT_REFS)):
+        tokenized = subprocess.run(
+            [sys.executable, "-m", "sacremoses", "-l", "en", "-q", "tokenize"],  # tokenizer.perl defaults
+            input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        (tmp_path / name).write_text(tokenized)
+    out = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref"), "-i", str(tmp_path / "hyp"), "-m", "bleu", "-b",
+         "--tokenize", "none", "--smooth-method", "none"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    bleu, signature = tokenized_bleu(PUNCT_HYPS, PUNCT_REFS, "en")
+    assert round(bleu, 1) == float(out.stdout.strip())
+    assert "tok:none" in signature and "smooth:none" in signature and signature.startswith("pretok:sacremoses")
+    assert moses_tokenize(["Don't stop, it's fine."], "en") == ["Don 't stop , it 's fine ."]
+    assert round(bleu, 2) != round(corpus_bleu(PUNCT_HYPS, PUNCT_REFS)[0], 2)  # 13a splits differently
+
+
+def test_tokenized_bleu_is_zero_when_an_ngram_order_has_no_match():
+    # multi-bleu.perl has no smoothing: no 4-gram match, BLEU 0 (sacreBLEU's default would smooth it).
+    assert tokenized_bleu(["a b c x d e"], ["a b c y d e"], "en")[0] == 0.0
+    assert corpus_bleu(["a b c x d e"], ["a b c y d e"])[0] > 0.0
+
+
+def test_no_unk_keeps_sentences_whose_source_and_reference_are_in_vocabulary(tmp_path):
+    src_vocab = WordVocab.build(["a b c d"], 10)
+    tgt_vocab = WordVocab.build(["w x y z"], 10)
+    sources = ["a b", "a q", "c d", "d c b a"]  # "q" unknown
+    references = ["w x", "w x", "y v", "z y x w"]  # "v" unknown
+    hypotheses = ["w x", "w w", "y y", "z y w x"]
+    assert no_unk_mask(sources, references, src_vocab, tgt_vocab) == [True, False, False, True]
+    for name, lines in (("src", sources), ("hyp", hypotheses), ("ref", references)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    summary, _ = score_files(
+        tmp_path / "src", tmp_path / "hyp", tmp_path / "ref", 10, 80, tokenizers=(src_vocab, tgt_vocab)
+    )
+    keep = [0, 3]
+    assert summary["no_unk"]["applies"] and summary["no_unk"]["n_sentences"] == 2
+    subset = ([hypotheses[i] for i in keep], [references[i] for i in keep])
+    assert summary["no_unk"]["bleu"] == round(corpus_bleu(*subset)[0], 2)
+    assert summary["no_unk"]["bleu_tokenized"] == round(tokenized_bleu(*subset, "en")[0], 2)
+    assert summary["bleu_tokenized"] == round(tokenized_bleu(hypotheses, references, "en")[0], 2)
+    assert {"bleu", "signature", "n_sentences", "labels"} <= set(summary)
+    json.dumps(summary)
+
+
+def test_no_unk_does_not_apply_to_subword_vocabularies(tmp_path):
+    for name in ("src", "hyp", "ref"):
+        (tmp_path / name).write_text("a b c\n")
+    summary, _ = score_files(tmp_path / "src", tmp_path / "hyp", tmp_path / "ref", 10, 80, tokenizers=None)
+    assert summary["no_unk"]["applies"] is False and "does not apply" in summary["no_unk"]["definition"]

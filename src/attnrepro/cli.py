@@ -87,26 +87,68 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def cmd_score(args: argparse.Namespace) -> None:
     from attnrepro.evaluate import score_files, write_scores
+    from attnrepro.tokenize import load_tokenizer
 
     cfg = load_config(args.config)
+    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
+    tokenizers = None  # "No UNK" exists only for word vocabularies
+    if spec.kind == "word":
+        tok_dir = Path(args.tokenizer_dir)
+        tokenizers = (
+            load_tokenizer(spec, tok_dir / "src.model", src_lang),
+            load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang),
+        )
     summary, rows = score_files(
-        Path(args.src), Path(args.hyp), Path(args.ref), cfg.evaluate.bucket_width, cfg.evaluate.max_len
+        Path(args.src),
+        Path(args.hyp),
+        Path(args.ref),
+        cfg.evaluate.bucket_width,
+        cfg.evaluate.max_len,
+        tgt_lang=tgt_lang,
+        tokenizers=tokenizers,
     )
     summary["model"] = args.model
+    summary["label"] = cfg.model(args.model).label
     write_scores(summary, rows, Path(args.json), Path(args.csv))
     print(json.dumps(summary))
 
 
-def cmd_report(args: argparse.Namespace) -> None:
-    from attnrepro.plots import plot_bleu_by_length
-    from attnrepro.report import bleu_by_length_table, write_table
+def cmd_tables(args: argparse.Namespace) -> None:
+    from attnrepro.report import write_tables
 
     cfg = load_config(args.config)
-    results = Path(args.results)
-    per_model = {name: results / name / "bleu_by_length.csv" for name in cfg.models}
-    table = bleu_by_length_table(per_model, {name: m.label for name, m in cfg.models.items()})
-    write_table(table, Path(args.table))
-    plot_bleu_by_length(table, Path(args.figure), f"BLEU by sentence length ({cfg.dataset})")
+    write_tables(cfg, Path(args.results), Path(args.out_dir), Path(args.captions))
+
+
+def cmd_figure_length(args: argparse.Namespace) -> None:
+    from attnrepro.report import write_bleu_by_length_figure
+
+    cfg = load_config(args.config)
+    write_bleu_by_length_figure(cfg, Path(args.results), Path(args.figure), Path(args.caption))
+
+
+def cmd_figure_alignments(args: argparse.Namespace) -> None:
+    from attnrepro.report import write_alignments
+
+    cfg = load_config(args.config)
+    paths = write_alignments(
+        cfg,
+        args.model,
+        Path(args.attention),
+        Path(args.hyp),
+        Path(args.src),
+        Path(args.tokenizer_dir),
+        Path(args.figure),
+        Path(args.caption),
+    )
+    print("\n".join(map(str, paths)))
+
+
+def cmd_figure_training(args: argparse.Namespace) -> None:
+    from attnrepro.report import write_training_curves
+
+    cfg = load_config(args.config)
+    write_training_curves(cfg, Path(args.results), Path(args.figure), Path(args.caption))
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -166,18 +208,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attention", required=True)
     p.add_argument("--threads", type=int, default=1)
 
-    p = verb("score", cmd_score, "sacreBLEU, overall and by source length")
+    p = verb("score", cmd_score, "sacreBLEU and tokenized BLEU, overall, by source length, and on No UNK")
     p.add_argument("--model", required=True)
+    p.add_argument("--tokenizer-dir", help="the model's tokenizer (word vocabularies: the No UNK subset)")
     p.add_argument("--src", required=True)
     p.add_argument("--hyp", required=True)
     p.add_argument("--ref", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--csv", required=True)
 
-    p = verb("report", cmd_report, "BLEU-by-length table and figure for every model")
+    p = verb("tables", cmd_tables, "Table 1 (Bahdanau), Table 2 (Vaswani), BLEU by length: CSV + Markdown")
     p.add_argument("--results", required=True, help="results/{dataset}")
-    p.add_argument("--table", required=True)
+    p.add_argument("--out-dir", required=True, help="results/{dataset}/tables")
+    p.add_argument("--captions", required=True, help="folder for the report captions' generated parts")
+
+    p = verb("figure-length", cmd_figure_length, "Fig. 2: BLEU by source length for every model")
+    p.add_argument("--results", required=True, help="results/{dataset}")
     p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
+    p.add_argument("--caption", required=True, help="the report caption's generated part (.rst)")
+
+    p = verb("figure-alignments", cmd_figure_alignments, "Fig. 3: alignment heatmaps of one attention model")
+    p.add_argument("--model", required=True)
+    p.add_argument("--attention", required=True, help="the model's attn.npz")
+    p.add_argument("--hyp", required=True)
+    p.add_argument("--src", required=True, help="the test source text")
+    p.add_argument("--tokenizer-dir", required=True)
+    p.add_argument("--figure", required=True, help="path prefix; _0.png .. _{n_alignments-1}.png are written")
+    p.add_argument("--caption", required=True)
+
+    p = verb("figure-training", cmd_figure_training, "training and validation curves of every model")
+    p.add_argument("--results", required=True, help="results/{dataset}")
+    p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
+    p.add_argument("--caption", required=True)
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)

@@ -1,31 +1,169 @@
-"""Figures mirroring the papers."""
+"""Figures mirroring the papers: BLEU by sentence length (Bahdanau et al. 2014, Fig. 2),
+alignment heatmaps (Bahdanau et al. 2014, Fig. 3) and training curves.
+
+Every model keeps one colour in every figure (its position in the config); models without
+attention are drawn dashed. Figures are built by functions returning a matplotlib Figure
+(tested on the Figure itself) and written by `save`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+# Archs whose decode_step returns attention weights (tests/test_plots.py checks this against the models).
+ATTENTION_ARCHS = frozenset({"rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer"})
 
 
-def plot_bleu_by_length(table: pd.DataFrame, out_stem: Path, title: str) -> list[Path]:
-    """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for label, rows in table.groupby("label", sort=False):
-        ax.plot(rows["bucket_hi"], rows["bleu"], marker="o", label=label)
-    ax.set_xlabel("Sentence length (source words, upper end of each bucket)")
-    ax.set_ylabel("BLEU score")
-    ax.set_title(title)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best")
-    fig.tight_layout()
+def has_attention(arch: str) -> bool:
+    return arch in ATTENTION_ARCHS
+
+
+def model_colors(models: Sequence[str]) -> dict[str, str]:
+    """One colour per model, in config order (tab10, then tab20 for more than ten models)."""
+    cmap = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    return {m: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, m in enumerate(models)}
+
+
+def save(fig: Figure, out_stem: Path, suffixes: Sequence[str] = (".png", ".pdf")) -> list[Path]:
     out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
+    paths = [out_stem.with_name(out_stem.name + s) for s in suffixes]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, bbox_inches="tight")  # keeps legends placed outside the axes
     plt.close(fig)
     return paths
+
+
+def bleu_by_length_figure(
+    table: pd.DataFrame,
+    legends: dict[str, str],
+    title: str,
+    dashed: Sequence[str] = (),
+    paper_points: dict[str, Sequence[Sequence[float]]] | None = None,
+) -> Figure:
+    """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model.
+
+    table: rows model, bucket_lo, bucket_hi, bleu (evaluate.bleu_by_length for every model);
+    legends: model -> legend text (label and training length); dashed: models drawn dashed;
+    paper_points: legend text -> [[length, BLEU], ...] from paper_numbers.yaml, drawn as open markers.
+    """
+    fig, ax = plt.subplots(figsize=(8.0, 5.0))
+    models = list(dict.fromkeys(table["model"]))
+    colors = model_colors(models)
+    for model in models:
+        rows = table[table["model"] == model]
+        centres = (rows["bucket_lo"] + rows["bucket_hi"]) / 2 + 0.5  # (lo, hi] bucket's mid-point
+        ax.plot(
+            centres,
+            rows["bleu"],
+            marker="o",
+            color=colors[model],
+            linestyle="--" if model in dashed else "-",
+            label=legends.get(model, model),
+        )
+    for i, (label, points) in enumerate((paper_points or {}).items()):
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, linestyle=":", marker="s", mfc="none", color=f"C{(len(models) + i) % 10}", label=label)
+    edges = sorted(set(table["bucket_lo"]) | set(table["bucket_hi"]))
+    ax.set_xticks(edges)
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_xlabel("Sentence length (source words)", fontsize=11)
+    ax.set_ylabel("BLEU score (sacreBLEU, per length bucket)", fontsize=11)
+    ax.set_title(title, fontsize=11)
+    ax.set_ylim(0, max(5.0, float(np.nanmax(table["bleu"])) * 1.08))
+    ax.grid(alpha=0.3)
+    n_entries = len(models) + len(paper_points or {})
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1 if n_entries <= 3 else 2, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def select_alignment_sentences(sources: Sequence[str], n: int, max_words: int = 40) -> list[int]:
+    """Indices of `n` test sentences of spread-out lengths (Bahdanau Fig. 3 shows several lengths).
+
+    Target lengths are evenly spaced from the shortest sentence of >= 3 words up to
+    min(longest, max_words) (longer ones make unreadable tick labels); for each, the first
+    sentence of the closest length not already taken. Depends only on the test source text,
+    so every model shows the same sentences.
+    """
+    if n <= 0:
+        return []
+    lengths = np.array([len(s.split()) for s in sources])
+    usable = np.flatnonzero(lengths >= min(3, lengths.max(initial=0)))
+    if len(usable) == 0:
+        return []
+    lo, hi = lengths[usable].min(), min(lengths[usable].max(), max(max_words, lengths[usable].min()))
+    chosen: list[int] = []
+    for target in np.linspace(lo, hi, n):
+        free = [i for i in usable if i not in chosen]
+        if not free:
+            break
+        chosen.append(int(min(free, key=lambda i: (abs(lengths[i] - target), i))))
+    return chosen
+
+
+def alignment_figure(weights: np.ndarray, src_tokens: Sequence[str], tgt_tokens: Sequence[str], title: str) -> Figure:
+    """Bahdanau et al. 2014, Fig. 3: weights α_ij, rows target tokens i, columns source tokens j,
+    in grayscale (white = 1, black = 0) as in the paper."""
+    n_tgt, n_src = weights.shape
+    if (n_tgt, n_src) != (len(tgt_tokens), len(src_tokens)):
+        raise ValueError(f"attention is {n_tgt}x{n_src} but there are {len(tgt_tokens)}x{len(src_tokens)} tokens")
+    width = min(3.0 + 0.28 * max(n_src, 1), 16.0)
+    height = min(2.5 + 0.28 * max(n_tgt, 1), 16.0)
+    fig, ax = plt.subplots(figsize=(width, height))
+    if n_tgt == 0 or n_src == 0:
+        ax.text(0.5, 0.5, "empty translation: nothing to align", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        image = ax.imshow(weights, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(n_src), labels=list(src_tokens), rotation=90, fontsize=8)
+        ax.set_yticks(range(n_tgt), labels=list(tgt_tokens), fontsize=8)
+        ax.xaxis.tick_top()
+        fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02, label="attention weight α")
+    ax.set_xlabel("source tokens", fontsize=10)
+    ax.xaxis.set_label_position("top")
+    ax.set_ylabel("target tokens (our translation)", fontsize=10)
+    ax.set_title(title, fontsize=10, pad=12)
+    fig.tight_layout()
+    return fig
+
+
+def training_curves_figure(
+    logs: dict[str, pd.DataFrame], labels: dict[str, str], title: str, dashed: Sequence[str] = ()
+) -> Figure:
+    """Training loss, validation loss and (when any model logged it) validation BLEU against step."""
+    panels = [("loss", "training loss (per target token)"), ("valid_loss", "validation loss (per target token)")]
+    if any("valid_bleu" in log and log["valid_bleu"].notna().any() for log in logs.values()):
+        panels.append(("valid_bleu", "validation BLEU"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.2), squeeze=False)
+    colors = model_colors(list(logs))
+    for ax, (column, ylabel) in zip(axes[0], panels):
+        for model, log in logs.items():
+            if column not in log:
+                continue
+            rows = log[log[column].notna()]
+            ax.plot(
+                rows["step"],
+                rows[column],
+                marker="." if column != "loss" else None,
+                color=colors[model],
+                linestyle="--" if model in dashed else "-",
+                label=labels.get(model, model),
+            )
+        ax.set_xlabel("training step", fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=10)
+        ax.grid(alpha=0.3)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(names), 2), fontsize=9)
+    return fig

@@ -1,6 +1,13 @@
+# score takes seconds of CPU per model: on a cluster it runs on the submitting machine.
+localrules:
+    score,
+
+
 rule score:
-    """sacreBLEU on the test set, overall (with signature) and by source-length bucket."""
+    """sacreBLEU (with signature) and tokenized BLEU on the test set: overall, by source-length
+    bucket, and on the sentences without an unknown word (Bahdanau Table 1's "No UNK")."""
     input:
+        tokenizer=model_tokenizer,
         src=f"{RESULTS}/data/test.src",
         ref=f"{RESULTS}/data/test.tgt",
         hyp=f"{RESULTS}/{{model}}/hyp.txt",
@@ -9,11 +16,13 @@ rule score:
         csv=f"{RESULTS}/{{model}}/bleu_by_length.csv",
     params:
         config=RESOLVED_CONFIG,
-        evaluate=config["evaluate"],
+        evaluate={k: config["evaluate"][k] for k in ("bucket_width", "max_len")},  # what the scores depend on
+        tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     conda:
         "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/score_{{model}}.log",
     shell:
-        "attnrepro score --config {params.config:q} --model {wildcards.model:q} --src {input.src:q}"
-        " --hyp {input.hyp:q} --ref {input.ref:q} --json {output.json:q} --csv {output.csv:q} > {log:q} 2>&1"
+        "attnrepro score --config {params.config:q} --model {wildcards.model:q} --tokenizer-dir {params.tokenizer_dir:q}"
+        " --src {input.src:q} --hyp {input.hyp:q} --ref {input.ref:q} --json {output.json:q} --csv {output.csv:q}"
+        " > {log:q} 2>&1"

@@ -1,0 +1,183 @@
+"""Tables: the papers' numbers beside ours (and only the papers' numbers), FLOPs estimates, captions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+import torch
+
+from attnrepro import captions
+from attnrepro.config import WmtDataConfig, load_config
+from attnrepro.models import count_parameters
+from attnrepro.report import (
+    bleu_by_length_wide,
+    fig2_paper_points,
+    markdown,
+    paper_numbers,
+    paper_row,
+    parameter_count,
+    table1,
+    table2,
+    table_notes,
+    training_flops,
+)
+
+from conftest import REPO, TINY_PARAMS, tiny_model
+
+PAPERS_MD = REPO.parent / "shared" / "PAPERS.md"
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return load_config(REPO / "config" / "config.yaml")
+
+
+def scores_for(cfg, bleu: float = 20.0, no_unk: bool = True) -> dict:
+    """bleu.json contents as `attnrepro score` writes them, one per model (BLEU rising with the model index)."""
+    out = {}
+    for i, name in enumerate(cfg.models):
+        subset = {"applies": True, "n_sentences": 700, "bleu": bleu + i + 0.5, "bleu_tokenized": bleu + i + 0.25}
+        out[name] = {
+            "bleu": bleu + i,
+            "bleu_tokenized": bleu + i + 0.1,
+            "n_sentences": 800,
+            "no_unk": subset if no_unk else {"applies": False},
+        }
+    return out
+
+
+def test_paper_numbers_are_the_papers():
+    papers = paper_numbers()
+    t1 = papers["bahdanau2014_table1"]["rows"]
+    assert (t1["RNNencdec-30"]["all"], t1["RNNencdec-30"]["no_unk"]) == (13.93, 24.19)
+    assert (t1["RNNsearch-50"]["all"], t1["RNNsearch-50"]["no_unk"]) == (26.75, 34.16)
+    assert (t1["Moses (phrase-based SMT)"]["all"], t1["Moses (phrase-based SMT)"]["no_unk"]) == (33.30, 35.63)
+    t2 = papers["vaswani2017_table2"]["rows"]
+    assert (t2["Transformer base"]["en_de"], t2["Transformer base"]["en_fr"], t2["Transformer base"]["flops"]) == (
+        27.3, 38.1, 3.3e18,
+    )  # fmt: skip
+    assert (t2["Transformer big"]["en_de"], t2["Transformer big"]["en_fr"], t2["Transformer big"]["flops"]) == (
+        28.4, 41.8, 2.3e19,
+    )  # fmt: skip
+    assert papers["bahdanau2014_fig2"]["points"] == {}  # PAPERS.md describes Fig. 2 in words only
+    for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
+        for name, row in papers[table]["rows"].items():
+            numbers = {k: v for k, v in row.items() if k != "labels"}
+            assert numbers and all(isinstance(v, float) for v in numbers.values()), (table, name, numbers)
+
+
+def test_every_paper_number_appears_in_papers_md():
+    if not PAPERS_MD.exists():
+        pytest.skip(f"{PAPERS_MD} is not part of this checkout")
+    text = PAPERS_MD.read_text(encoding="utf-8")
+    found = {float(x) for x in re.findall(r"\d+\.\d+", text)}
+    found |= {float(f"{m}e{e}") for m, e in re.findall(r"(\d+\.\d+)e(\d+)", text)}
+    for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
+        for name, row in paper_numbers()[table]["rows"].items():
+            for key, value in row.items():
+                if key != "labels":
+                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in PAPERS.md"
+
+
+def test_paper_rows_match_by_label_or_config_name(embedded):
+    row = paper_row(embedded.model("rnnsearch50"), "bahdanau2014_table1")
+    assert (row.name, row.values["all"]) == ("RNNsearch-50", 26.75)
+    renamed = replace(embedded.model("rnnsearch50"), label="my model")
+    assert paper_row(renamed, "bahdanau2014_table1") is None
+    base = replace(embedded.model("rnnsearch50"), name="x", label="Transformer base")
+    assert paper_row(base, "vaswani2017_table2").values["flops"] == 3.3e18
+
+
+def test_table1_puts_the_paper_beside_every_configured_model(embedded):
+    table = table1(embedded, scores_for(embedded))
+    ours = table[table["model"].notna()].set_index("model")
+    assert list(ours.index) == list(embedded.models)
+    assert ours.loc["rnnencdec30", "all_paper"] == 13.93 and ours.loc["rnnencdec30", "no_unk_paper"] == 24.19
+    assert ours.loc["rnnsearch50", "all_paper"] == 26.75 and ours.loc["rnnsearch50", "no_unk_paper"] == 34.16
+    assert ours.loc["rnnsearch50", "all_tokenized"] == 23.1  # 4th model: 20 + 3 + 0.1
+    assert ours.loc["rnnsearch50", "no_unk_tokenized"] == 23.25 and ours.loc["rnnsearch50", "no_unk_sentences"] == 700
+    paper_only = table[table["model"].isna()]
+    assert list(paper_only["label"]) == [
+        "RNNsearch-50* (trained longer) (paper only)",
+        "Moses (phrase-based SMT) (paper only)",
+    ]
+    assert list(paper_only["all_paper"]) == [28.45, 33.30] and paper_only["all_tokenized"].isna().all()
+
+
+def test_table1_leaves_no_unk_blank_for_subword_vocabularies(embedded):
+    table = table1(embedded, scores_for(embedded, no_unk=False))
+    ours = table[table["model"].notna()]
+    assert ours["no_unk_tokenized"].isna().all() and ours["no_unk_sentences"].isna().all()
+    assert ours["no_unk_paper"].notna().all()  # the paper's column stays
+    text = markdown(table, {"label": ("model", "{}"), "no_unk_tokenized": ("No UNK, ours", "{:.2f}")})
+    assert "| RNNsearch-50 " in text and "nan" not in text
+
+
+def test_training_flops_are_6_x_parameters_x_tokens_seen():
+    assert training_flops(65_000_000, 2.5e9, 2.5e9) == pytest.approx(1.95e18)
+    assert training_flops(1000, 10, 20) == 6 * 1000 * 30
+
+
+def test_table2_estimates_flops_from_the_logged_tokens(embedded):
+    logs = {
+        name: pd.DataFrame({"step": [100, 200], "src_tokens": [500, 1000], "tgt_tokens": [600, 1200]})
+        for name in embedded.models
+    }
+    logs["rnnencdec30"] = pd.DataFrame({"step": [4500], "src_tokens": [float("nan")], "tgt_tokens": [float("nan")]})
+    parameters = {name: 1000 * (i + 1) for i, name in enumerate(embedded.models)}
+    table = table2(embedded, scores_for(embedded), logs, parameters).set_index("model")
+    assert table.loc["rnnsearch50", "tokens_seen"] == 2200
+    assert table.loc["rnnsearch50", "train_flops_estimate"] == 6 * 4000 * 2200
+    assert table.loc["rnnsearch50", "steps"] == 200
+    assert pd.isna(table.loc["rnnencdec30", "train_flops_estimate"])  # an old log without token counts
+    assert table["paper_train_flops"].isna().all()  # no Transformer configured in the embedded default
+    assert "estimate" in table_notes(embedded, "table2") and "not the paper's" in table_notes(embedded, "table2")
+
+
+def test_parameter_count_rebuilds_the_model_of_a_checkpoint(tmp_path):
+    model = tiny_model("rnnsearch")
+    path = tmp_path / "checkpoint.pt"
+    torch.save(
+        {"model": model.state_dict(), "arch": "rnnsearch", "params": TINY_PARAMS["rnnsearch"], "src_vocab": 23,
+         "tgt_vocab": 19, "step": 1},
+        path,
+    )  # fmt: skip
+    assert parameter_count(path) == count_parameters(model)
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="broken.pt"):
+        parameter_count(tmp_path / "broken.pt")
+
+
+def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):
+    papers = {"bahdanau2014_fig2": {"dataset": "wmt14_en_fr", "points": {"RNNsearch-50": [[10, 25.0], [20, 26.0]]}}}
+    assert fig2_paper_points(embedded, papers) == {}  # synthetic
+    wmt = WmtDataConfig(src_lang="en", tgt_lang="fr", files={}, corpora={}, splits={})
+    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt), papers) == {
+        "paper: RNNsearch-50": [[10, 25.0], [20, 26.0]]
+    }
+    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_de", wmt=wmt), papers) == {}
+    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt)) == {}  # PAPERS.md has none
+
+
+def test_bleu_by_length_wide_and_findings():
+    table = pd.DataFrame(
+        {
+            "model": ["a", "a", "a", "b", "b", "b"],
+            "label": ["A", "A", "A", "B", "B", "B"],
+            "bucket_lo": [0, 10, 20] * 2,
+            "bucket_hi": [10, 20, 30] * 2,
+            "bleu": [40.0, 30.0, 10.0, 50.0, 45.0, 40.0],
+        }
+    )
+    wide = bleu_by_length_wide(table)
+    assert list(wide.columns) == ["source words", "A", "B"]
+    assert list(wide["source words"]) == ["1–10", "11–20", "21–30"] and list(wide["B"]) == [50.0, 45.0, 40.0]
+    findings = captions.bleu_by_length_findings(table, {"a": "A (trained on ≤30 words)", "b": "B"})
+    assert findings[0] == (
+        "A (trained on ≤30 words): 40.0 BLEU on 1–10 words, 10.0 on 21–30 words; first below half its best (40.0) "
+        "at 21–30 words."
+    )
+    assert findings[1].endswith("never below half its best (50.0).")
