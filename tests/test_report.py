@@ -181,3 +181,15 @@ def test_bleu_by_length_wide_and_findings():
         "at 21–30 words."
     )
     assert findings[1].endswith("never below half its best (50.0).")
+
+
+@pytest.mark.parametrize("name", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])
+def test_the_full_configs_models_find_their_papers_rows(name):
+    path = REPO / "config" / name
+    if not path.exists():
+        pytest.skip(f"{path} is not in this checkout")
+    cfg = load_config(path)
+    for model in cfg.models.values():
+        row = paper_row(model, "bahdanau2014_table1", "sutskever2014_table1") or paper_row(model, "vaswani2017_table2")
+        has_paper_number = model.arch in ("rnnenc", "rnnsearch", "seq2seq", "transformer")
+        assert (row is not None) == has_paper_number, (model.name, model.label)

@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True)
     p.add_argument("--csv", required=True)
 
-    p = verb("tables", cmd_tables, "Table 1 (Bahdanau), Table 2 (Vaswani), BLEU by length: CSV + Markdown")
+    p = verb("tables", cmd_tables, "Table 1 (Bahdanau), Table 2 (Vaswani), BLEU by length: CSV, Markdown, HTML")
     p.add_argument("--results", required=True, help="results/{dataset}")
     p.add_argument("--out-dir", required=True, help="results/{dataset}/tables")
     p.add_argument("--captions", required=True, help="folder for the report captions' generated parts")
