@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -37,7 +38,7 @@ def test_shipped_configs_load_with_defaults_filled():
         (lambda c: c["models"]["rnnsearch50"]["train"].update(max_steps=0), "max_steps"),
         (lambda c: c["models"]["rnnsearch50"].update(arch="lstm"), "lstm"),
         (lambda c: c.update(serach={}), "serach"),
-        (lambda c: c["tokenizer"].update(kind="bpe"), "bpe"),
+        (lambda c: c["tokenizers"]["word"].update(kind="bpe"), "bpe"),
         (lambda c: c["models"]["rnnencdec30"]["params"].update(align=10), "align"),  # rnnenc has no alignment model
     ],
 )
@@ -76,3 +77,74 @@ def test_snakemake_dry_run_stops_on_a_mistyped_key(tmp_path):
     assert out.returncode != 0
     assert "max_stpes" in out.stdout + out.stderr
     assert not (tmp_path / "results").exists()  # nothing was planned or written
+
+
+def test_wmt_configs_carry_the_papers_settings():
+    fr = load_config(REPO / "config/wmt14_en_fr.yaml")
+    assert (fr.wmt.src_lang, fr.wmt.tgt_lang) == ("en", "fr")
+    assert fr.wmt.files["un"].size == 2365634246 and fr.wmt.files["un"].name == "training-parallel-un.tgz"
+    assert fr.wmt.files["test_full"].md5 == "a8cd784e006feb32ac6f3d9ec7eb389a"
+    assert fr.wmt.files["bitexts"].sha256 is None  # nothing published: pinned in the lock file
+    assert fr.tokenizer_of("rnnsearch50").vocab_size == 30000 and fr.tokenizer_of("rnnsearch50").pretokenize == "moses"
+    s2s = fr.tokenizer_of("seq2seq")
+    assert (s2s.side_vocab_size("src"), s2s.side_vocab_size("tgt")) == (160000, 80000)
+    assert fr.tokenizer_of("transformer_base").vocab_size == 32000 and fr.tokenizer_of("transformer_base").shared
+    r50 = fr.model("rnnsearch50")
+    assert r50.params == {"emb": 620, "hidden": 1000, "align": 1000, "maxout": 500, "init": "paper", "dropout": 0.0}
+    assert (r50.train.optimizer, r50.train.rho, r50.train.eps, r50.train.clip_norm) == ("adadelta", 0.95, 1e-6, 1.0)
+    assert fr.model("rnnencdec30").train.max_src_len == 30 and r50.train.max_src_len == 50
+    seq = fr.model("seq2seq")
+    assert (seq.train.optimizer, seq.train.lr, seq.train.schedule, seq.train.clip_norm) == ("sgd", 0.7, "halving", 5.0)
+    assert seq.params["layers"] == 4 and fr.search_of("seq2seq").beam == 12
+    big = fr.model("transformer_big")
+    assert big.params["d_model"] == 1024 and big.params["dropout"] == 0.1  # 0.1 for En-Fr (Vaswani 6.1)
+    assert (big.train.betas, big.train.eps, big.train.warmup_steps) == ((0.9, 0.98), 1e-9, 4000)
+    vaswani_search = replace(fr.search, beam=4, length_penalty=0.6, max_len_a=1.0, max_len_b=50)  # Vaswani 6.1
+    assert fr.search_of("transformer_base") == vaswani_search
+    de = load_config(REPO / "config/wmt14_en_de.yaml")
+    assert de.tokenizer_of("transformer_big").vocab_size == 37000
+    assert de.model("transformer_big").params["dropout"] == 0.3
+    assert sum(de.wmt.corpora[c].lines for c in de.wmt.splits["train"]) == 4520620  # "about 4.5 million"
+    for cfg in (fr, de):
+        assert set(cfg.models) >= {"rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50", "seq2seq"}
+        assert {m.arch for m in cfg.models.values()} == {
+            "rnnenc", "rnnsearch", "seq2seq", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer",
+        }  # fmt: skip
+
+
+def test_the_only_tokenizer_is_the_default_and_several_need_naming():
+    raw = _raw()
+    assert from_dict(raw).model("rnnsearch50").tokenizer == "word"
+    raw["tokenizers"]["spm"] = {"kind": "spm", "vocab_size": 100}
+    with pytest.raises(ConfigError, match=r"models.rnnencdec30.tokenizer: required when there are several"):
+        from_dict(raw)
+    for m in raw["models"].values():
+        m["tokenizer"] = "word"
+    raw["models"]["rnnsearch50"]["tokenizer"] = "bpe"
+    with pytest.raises(ConfigError, match=r"models.rnnsearch50.tokenizer: no tokenizer named 'bpe'"):
+        from_dict(raw)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda w: w["corpora"]["un"].update(file="un2"), r"data.wmt.corpora.un.file: no file named 'un2'"),
+        (lambda w: w["splits"]["train"].append("gigafren"), r"data.wmt.splits.train: no corpus named 'gigafren'"),
+        (lambda w: w["splits"].pop("test"), "'test' is a required property"),
+        (lambda w: w["files"]["dev"].update(sha256="xyz"), "xyz"),
+        (lambda w: w["files"]["dev"].update(url="https://example.org/"), r"data.wmt.files.dev.url: .* no file name"),
+        (lambda w: w["files"]["test_full"].update(name="dev.tgz"), r"data.wmt.files.test_full: file name 'dev.tgz'"),
+    ],
+)
+def test_wmt_config_errors_name_the_key(edit, message):
+    raw = yaml.safe_load((REPO / "config/wmt14_en_fr.yaml").read_text())
+    edit(raw["data"]["wmt"])
+    with pytest.raises(Exception, match=message):
+        from_dict(raw)
+
+
+def test_a_tokenizer_trains_on_a_training_split():
+    raw = yaml.safe_load((REPO / "config/wmt14_en_fr.yaml").read_text())
+    raw["tokenizers"]["word30k"]["train_split"] = "valid"
+    with pytest.raises(ConfigError, match=r"tokenizers.word30k.train_split: 'valid' is not a training split"):
+        from_dict(raw)

@@ -89,3 +89,25 @@ def test_the_embedded_default_plans_every_job(tmp_path):
 def test_snakemake_lint_is_clean():
     out = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("wmt14_en_fr.yaml", {"download": 8, "extract": 14, "clean": 4, "tokenizer": 3, "encode": 6}),
+        ("wmt14_en_de.yaml", {"download": 5, "extract": 5, "clean": 3, "tokenizer": 3, "encode": 6}),
+    ],
+)
+def test_the_wmt_configs_plan_download_to_report_for_every_model_offline(tmp_path, config, expected):
+    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / config))
+    assert out.returncode == 0, out.stderr[-4000:]
+    counts = {}
+    for line in (out.stdout + out.stderr).split("Job stats:")[1].splitlines()[3:]:
+        if not line.strip():
+            break
+        job, count = line.split()
+        counts[job] = int(count)
+    n_models = len(yaml.safe_load((REPO / "config" / config).read_text())["models"])
+    assert {job: counts[job] for job in expected} == expected
+    assert counts["train"] == counts["translate"] == counts["score"] == n_models == 11
+    assert not (tmp_path / "results" / "downloads").exists()  # planning fetched nothing

@@ -23,23 +23,69 @@ def cmd_generate(args: argparse.Namespace) -> None:
     print(json.dumps(counts))
 
 
+def cmd_download(args: argparse.Namespace) -> None:
+    from attnrepro.data.download import fetch
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.file not in cfg.wmt.files:
+        raise ConfigError(f"{args.config}: no data.wmt.files.{args.file}")
+    wmt = cfg.wmt
+    result = fetch(args.file, wmt.files[args.file], Path(args.out), Path(args.lock), wmt.retries, wmt.timeout_s)
+    print(json.dumps({"file": args.file, **result}))
+
+
+def cmd_extract(args: argparse.Namespace) -> None:
+    from attnrepro.data.wmt import extract_corpus
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.corpus not in cfg.wmt.corpora:
+        raise ConfigError(f"{args.config}: no data.wmt.corpora.{args.corpus}")
+    spec = cfg.wmt.corpora[args.corpus]
+    counts = extract_corpus(Path(args.archive), args.corpus, spec, Path(args.src), Path(args.tgt))
+    print(json.dumps({"corpus": args.corpus, **counts}))
+
+
+def cmd_clean(args: argparse.Namespace) -> None:
+    from attnrepro.data.clean import RawCorpus, clean_split
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.split not in cfg.wmt.splits:
+        raise ConfigError(f"{args.config}: no data.wmt.splits.{args.split}")
+    raw, out = Path(args.raw_dir), Path(args.out_dir)
+    corpora = [RawCorpus(c, raw / f"{c}.src", raw / f"{c}.tgt") for c in cfg.wmt.splits[args.split]]
+    training = args.split.startswith("train")
+    record = clean_split(
+        args.split,
+        corpora,
+        out / f"{args.split}.src",
+        out / f"{args.split}.tgt",
+        out / f"{args.split}.manifest.json",
+        cfg.wmt.clean if training else None,  # evaluation splits keep every sentence
+        cfg.wmt.clean.invalid_utf8,
+    )
+    print(json.dumps(record))
+
+
 def cmd_tokenizer(args: argparse.Namespace) -> None:
     from attnrepro.tokenize import load_tokenizer, train_tokenizers
 
     cfg = load_config(args.config)
+    spec = cfg.tokenizer_named(args.name)
     out_dir = Path(args.out_dir)
-    train_tokenizers(cfg.tokenizer, Path(args.src), Path(args.tgt), out_dir)
-    for side in ("src", "tgt"):
-        print(f"{side}: {len(load_tokenizer(cfg.tokenizer, out_dir / f'{side}.model'))} entries")
+    train_tokenizers(spec, Path(args.src), Path(args.tgt), out_dir, cfg.languages, args.threads)
+    for side, lang in zip(("src", "tgt"), cfg.languages):
+        print(f"{side}: {len(load_tokenizer(spec, out_dir / f'{side}.model', lang))} entries")
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
     from attnrepro.tokenize import encode_corpus, load_tokenizer
 
     cfg = load_config(args.config)
+    spec = cfg.tokenizer_named(args.name)
     tok_dir = Path(args.tokenizer_dir)
-    src_tok = load_tokenizer(cfg.tokenizer, tok_dir / "src.model")
-    tgt_tok = load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model")
+    src_lang, tgt_lang = cfg.languages
+    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
+    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
     n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out))
     print(f"{args.out}: {n} sentence pairs")
 
@@ -50,8 +96,9 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
-    src_vocab = len(load_tokenizer(cfg.tokenizer, tok_dir / "src.model"))
-    tgt_vocab = len(load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model"))
+    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
+    src_vocab = len(load_tokenizer(spec, tok_dir / "src.model", src_lang))
+    tgt_vocab = len(load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang))
     train(
         cfg.model(args.model),
         Path(args.train),
@@ -74,12 +121,17 @@ def cmd_translate(args: argparse.Namespace) -> None:
     cfg = load_config(args.config)
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
-    src_tok = load_tokenizer(cfg.tokenizer, tok_dir / "src.model")
-    tgt_tok = load_tokenizer(cfg.tokenizer, tok_dir / "tgt.model")
+    spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
+    src_lang, tgt_lang = cfg.languages
+    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
+    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
-    lines = Path(args.src).read_text(encoding="utf-8").splitlines()
-    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, cfg.search)
+    with open(args.src, encoding="utf-8", newline="\n") as f:
+        lines = [line.rstrip("\n") for line in f]
+    search = cfg.search_of(args.model) if args.model else cfg.search
+    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
     out = Path(args.out)
+    # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
     out.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
     save_attention(hypotheses, Path(args.attention))
     print(f"{out}: {len(hypotheses)} translations")
@@ -155,12 +207,15 @@ def cmd_params(args: argparse.Namespace) -> None:
     import torch
 
     from attnrepro.models import build_model, count_parameters
+    from attnrepro.tokenize import SPECIALS
 
     cfg = load_config(args.config)
     mc = cfg.model(args.model)
-    vocab = cfg.tokenizer.vocab_size + 4 if cfg.tokenizer.kind == "word" else cfg.tokenizer.vocab_size
-    src_vocab = args.src_vocab or vocab
-    tgt_vocab = args.tgt_vocab or vocab
+    spec = cfg.tokenizer_of(args.model)
+    specials = len(SPECIALS) if spec.kind == "word" else 0  # a word shortlist adds them; spm counts them
+    vocab = {side: spec.side_vocab_size(side) + specials for side in ("src", "tgt")}
+    src_vocab = args.src_vocab or vocab["src"]
+    tgt_vocab = args.tgt_vocab or vocab["tgt"]
     print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
     with torch.device("meta"):  # shapes only: a paper-scale model is counted without allocating it
         model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params)
@@ -180,12 +235,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("generate", cmd_generate, "write the synthetic corpus")
     p.add_argument("--out-dir", required=True)
 
+    p = verb("download", cmd_download, "fetch one of data.wmt.files: resumable, retried, verified, atomic")
+    p.add_argument("--file", required=True, help="a name under data.wmt.files")
+    p.add_argument("--out", required=True)
+    p.add_argument("--lock", required=True, help="lock file pinning sizes/sha256 the config does not give")
+
+    p = verb("extract", cmd_extract, "one corpus of data.wmt.corpora from its archive, as plain text")
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--archive", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+
+    p = verb("clean", cmd_clean, "validate, normalise and filter one split; counts to {split}.manifest.json")
+    p.add_argument("--split", required=True)
+    p.add_argument("--raw-dir", required=True, help="where extract wrote {corpus}.src/.tgt")
+    p.add_argument("--out-dir", required=True)
+
     p = verb("tokenizer", cmd_tokenizer, "train the source/target tokenizers (sentencepiece or word shortlist)")
+    p.add_argument("--name", required=True, help="a name under tokenizers")
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
     p.add_argument("--out-dir", required=True)
+    p.add_argument("--threads", type=int, default=1)
 
     p = verb("encode", cmd_encode, "encode a parallel text into token ids")
+    p.add_argument("--name", required=True, help="a name under tokenizers")
     p.add_argument("--tokenizer-dir", required=True)
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
@@ -201,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
 
     p = verb("translate", cmd_translate, "beam-search a source file")
+    p.add_argument("--model", help="the model's tokenizer and search settings (default: the only tokenizer)")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--tokenizer-dir", required=True)
     p.add_argument("--src", required=True)
@@ -249,10 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from attnrepro.data.download import DownloadError
+
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError) as err:
+    except (ConfigError, ValueError, FileNotFoundError, DownloadError) as err:
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
     return 0

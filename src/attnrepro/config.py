@@ -8,9 +8,10 @@ through `load_config`, so jobs see exactly what the workflow validated.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import yaml
 
@@ -37,12 +38,64 @@ class SyntheticDataConfig:
 
 
 @dataclass(frozen=True)
+class DownloadFile:
+    """One published file: URL, bytes and checksums (None where nothing is published)."""
+
+    url: str
+    name: str = ""  # file name on disk; from_dict fills in the URL's last path segment
+    size: int | None = None
+    sha256: str | None = None
+    md5: str | None = None
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """A parallel corpus inside a downloaded archive: the two members and their published line count."""
+
+    file: str
+    src: str
+    tgt: str
+    lines: int | None = None
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    min_len: int = 1
+    max_len: int = 80
+    max_ratio: float = 9.0
+    invalid_utf8: str = "error"
+
+
+@dataclass(frozen=True)
+class WmtDataConfig:
+    src_lang: str
+    tgt_lang: str
+    files: dict[str, DownloadFile]
+    corpora: dict[str, CorpusSpec]
+    splits: dict[str, tuple[str, ...]]
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    download_dir: str = "results/downloads"
+    lock_file: str | None = None
+    retries: int = 8
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class TokenizerConfig:
     kind: str = "word"
     vocab_size: int = 30000
+    src_vocab_size: int | None = None
+    tgt_vocab_size: int | None = None
     shared: bool = False
+    pretokenize: str = "none"
+    train_split: str = "train"
     spm_model_type: str = "unigram"
     spm_sample_sentences: int = 2000000
+
+    def side_vocab_size(self, side: str) -> int:
+        """Words or pieces kept on `side` ("src" or "tgt")."""
+        specific = self.src_vocab_size if side == "src" else self.tgt_vocab_size
+        return self.vocab_size if specific is None else specific
 
 
 @dataclass(frozen=True)
@@ -74,6 +127,8 @@ class ModelConfig:
     label: str
     params: dict[str, Any] = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
+    tokenizer: str = ""  # a name under `tokenizers` (from_dict resolves the default)
+    search: dict[str, Any] = field(default_factory=dict)  # overrides of the top-level search
 
 
 @dataclass(frozen=True)
@@ -103,9 +158,10 @@ class ResourcesConfig:
 @dataclass(frozen=True)
 class Config:
     dataset: str
-    tokenizer: TokenizerConfig
+    tokenizers: dict[str, TokenizerConfig]
     models: dict[str, ModelConfig]
     synthetic: SyntheticDataConfig | None = None
+    wmt: WmtDataConfig | None = None
     search: SearchConfig = field(default_factory=SearchConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
@@ -115,6 +171,37 @@ class Config:
             known = ", ".join(sorted(self.models))
             raise ConfigError(f"models: no model named {name!r} (configured: {known})")
         return self.models[name]
+
+    def tokenizer_named(self, name: str) -> TokenizerConfig:
+        if name not in self.tokenizers:
+            known = ", ".join(sorted(self.tokenizers))
+            raise ConfigError(f"tokenizers: no tokenizer named {name!r} (configured: {known})")
+        return self.tokenizers[name]
+
+    def tokenizer_of(self, model: str) -> TokenizerConfig:
+        """The tokenizer a model trains and translates with."""
+        return self.tokenizers[self.model(model).tokenizer]
+
+    @property
+    def tokenizer(self) -> TokenizerConfig:
+        """The only tokenizer, for configs that have exactly one."""
+        if len(self.tokenizers) != 1:
+            raise ConfigError(f"tokenizers: {len(self.tokenizers)} configured; name one (Config.tokenizer_of)")
+        return next(iter(self.tokenizers.values()))
+
+    def search_of(self, model: str) -> SearchConfig:
+        """The top-level search with the model's own `search:` keys applied over it."""
+        return replace(self.search, **self.model(model).search)
+
+    @property
+    def languages(self) -> tuple[str, str]:
+        """(source, target) language codes; the synthetic corpus is treated as English (Moses rules)."""
+        return (self.wmt.src_lang, self.wmt.tgt_lang) if self.wmt is not None else ("en", "en")
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """Names of the plain-text splits under results/{dataset}/data/."""
+        return tuple(self.wmt.splits) if self.wmt is not None else ("train", "valid", "test")
 
 
 def _build(cls: type, values: dict[str, Any]) -> Any:
@@ -135,33 +222,90 @@ def validate(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
+    """data.wmt with file names filled in and every cross-reference checked (naming the key)."""
+    files = {}
+    for key, f in raw["files"].items():
+        name = f.get("name") or Path(urlparse(f["url"]).path).name
+        if not name:
+            raise ConfigError(f"data.wmt.files.{key}.url: {f['url']!r} has no file name; set data.wmt.files.{key}.name")
+        files[key] = _build(DownloadFile, {**f, "name": name})
+    by_name: dict[str, str] = {}
+    for key, f in files.items():
+        if f.name in by_name:
+            raise ConfigError(f"data.wmt.files.{key}: file name {f.name!r} is also data.wmt.files.{by_name[f.name]}'s")
+        by_name[f.name] = key
+    corpora = {key: _build(CorpusSpec, c) for key, c in raw["corpora"].items()}
+    for key, c in corpora.items():
+        if c.file not in files:
+            raise ConfigError(f"data.wmt.corpora.{key}.file: no file named {c.file!r} under data.wmt.files")
+    splits = {}
+    for split, names in raw["splits"].items():
+        for name in names:
+            if name not in corpora:
+                raise ConfigError(f"data.wmt.splits.{split}: no corpus named {name!r} under data.wmt.corpora")
+        splits[split] = tuple(names)
+    rest = {k: v for k, v in raw.items() if k not in ("files", "corpora", "splits", "clean")}
+    return WmtDataConfig(files=files, corpora=corpora, splits=splits, clean=_build(CleanConfig, raw["clean"]), **rest)
+
+
 def from_dict(raw: dict[str, Any]) -> Config:
     """Validate a config mapping and build the dataclasses; checks what the schema cannot."""
     raw = validate(copy.deepcopy(raw))
+    tokenizers = {name: _build(TokenizerConfig, t) for name, t in raw["tokenizers"].items()}
     models = {}
     for name, m in raw["models"].items():
         train = _build(TrainConfig, m["train"])
+        tokenizer = m.get("tokenizer")
+        if tokenizer is None:
+            if len(tokenizers) != 1:
+                raise ConfigError(
+                    f"models.{name}.tokenizer: required when there are several tokenizers ({', '.join(tokenizers)})"
+                )
+            tokenizer = next(iter(tokenizers))
+        if tokenizer not in tokenizers:
+            raise ConfigError(
+                f"models.{name}.tokenizer: no tokenizer named {tokenizer!r} (configured: {', '.join(tokenizers)})"
+            )
         models[name] = ModelConfig(
             name=name,
             arch=m["arch"],
             label=m.get("label", name),
             params=dict(m["params"]),
             train=train,
+            tokenizer=tokenizer,
+            search=dict(m.get("search", {})),
         )
     synthetic = _build(SyntheticDataConfig, raw["data"]["synthetic"]) if "synthetic" in raw["data"] else None
+    wmt = _build_wmt(raw["data"]["wmt"]) if "wmt" in raw["data"] else None
     cfg = Config(
         dataset=raw["dataset"],
-        tokenizer=_build(TokenizerConfig, raw["tokenizer"]),
+        tokenizers=tokenizers,
         models=models,
         synthetic=synthetic,
+        wmt=wmt,
         search=_build(SearchConfig, raw["search"]),
         evaluate=_build(EvaluateConfig, raw["evaluate"]),
         resources=_build(ResourcesConfig, raw["resources"]),
     )
-    for name, m in models.items():
-        if m.arch == "transformer" and m.params.get("share_embeddings", True) and not raw["tokenizer"]["shared"]:
+    for name, t in tokenizers.items():
+        if t.train_split not in cfg.splits or not t.train_split.startswith("train"):
             raise ConfigError(
-                f"models.{name}.params.share_embeddings needs tokenizer.shared: true (one vocabulary, Vaswani §3.4)"
+                f"tokenizers.{name}.train_split: {t.train_split!r} is not a training split "
+                f"(configured: {', '.join(s for s in cfg.splits if s.startswith('train'))})"
+            )
+        if t.shared and t.side_vocab_size("src") != t.side_vocab_size("tgt"):
+            raise ConfigError(
+                f"tokenizers.{name}: a shared vocabulary has one size; drop src_vocab_size/tgt_vocab_size"
+            )
+        if t.kind == "spm" and t.pretokenize != "none":
+            raise ConfigError(f"tokenizers.{name}.pretokenize: sentencepiece reads raw text; use pretokenize: none")
+    for name, m in models.items():
+        shared = tokenizers[m.tokenizer].shared
+        if m.arch == "transformer" and m.params.get("share_embeddings", True) and not shared:
+            raise ConfigError(
+                f"models.{name}.params.share_embeddings needs tokenizers.{m.tokenizer}.shared: true "
+                "(one vocabulary, Vaswani §3.4)"
             )
     if synthetic is not None:
         for name, m in models.items():

@@ -1,17 +1,86 @@
-rule generate:
-    """The embedded synthetic corpus (attnrepro.data.synthetic), deterministic from its seed."""
-    output:
-        multiext(
-            f"{RESULTS}/data/",
-            "train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt",
-        ),
-    params:
-        config=RESOLVED_CONFIG,
-        synthetic=config["data"].get("synthetic"),
-        out_dir=lambda wildcards, output: os.path.dirname(output[0]),
-    conda:
-        "../../envs/attnrepro.yaml"
-    log:
-        f"{RESULTS}/logs/generate.log",
-    shell:
-        "attnrepro generate --config {params.config:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+# results/{dataset}/data/{split}.{src,tgt}: generated (data.synthetic) or downloaded, extracted and
+# cleaned from the published corpora (data.wmt: download -> extract -> clean).
+
+if CFG.synthetic is not None:
+
+    rule generate:
+        """The embedded synthetic corpus (attnrepro.data.synthetic), deterministic from its seed."""
+        output:
+            multiext(
+                f"{RESULTS}/data/",
+                "train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt",
+            ),
+        params:
+            config=RESOLVED_CONFIG,
+            synthetic=config["data"].get("synthetic"),
+            out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/generate.log",
+        shell:
+            "attnrepro generate --config {params.config:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
+else:
+
+    localrules:
+        download,
+
+    rule download:
+        """One archive of data.wmt.files: resumed from its .part, retried, verified, then renamed."""
+        output:
+            f"{DOWNLOADS}/{{archive}}",
+        params:
+            config=RESOLVED_CONFIG,
+            file=lambda wildcards: FILE_OF_ARCHIVE[wildcards.archive],
+            lock=LOCK_FILE,
+        wildcard_constraints:
+            archive="|".join(re.escape(name) for name in FILE_OF_ARCHIVE),
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/download_{{archive}}.log",
+        shell:
+            "attnrepro download --config {params.config:q} --file {params.file:q} --lock {params.lock:q}"
+            " --out {output:q} > {log:q} 2>&1"
+
+    rule extract:
+        """One corpus of data.wmt.corpora, streamed out of its archive as plain text (SGML -> text)."""
+        input:
+            corpus_archive,
+        output:
+            src=f"{RESULTS}/raw/{{corpus}}.src",
+            tgt=f"{RESULTS}/raw/{{corpus}}.tgt",
+        params:
+            config=RESOLVED_CONFIG,
+        wildcard_constraints:
+            corpus="|".join(WMT.corpora),
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/extract_{{corpus}}.log",
+        shell:
+            "attnrepro extract --config {params.config:q} --corpus {wildcards.corpus:q} --archive {input:q}"
+            " --src {output.src:q} --tgt {output.tgt:q} > {log:q} 2>&1"
+
+    rule clean:
+        """A split's corpora validated, normalised and (train*) filtered; counts in {split}.manifest.json."""
+        input:
+            src=split_raw("src"),
+            tgt=split_raw("tgt"),
+        output:
+            src=f"{RESULTS}/data/{{split}}.src",
+            tgt=f"{RESULTS}/data/{{split}}.tgt",
+            manifest=f"{RESULTS}/data/{{split}}.manifest.json",
+        params:
+            config=RESOLVED_CONFIG,
+            clean=config["data"]["wmt"]["clean"],
+            raw_dir=f"{RESULTS}/raw",
+            out_dir=lambda wildcards, output: os.path.dirname(output.src),
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/clean_{{split}}.log",
+        shell:
+            "attnrepro clean --config {params.config:q} --split {wildcards.split:q} --raw-dir {params.raw_dir:q}"
+            " --out-dir {params.out_dir:q} > {log:q} 2>&1"

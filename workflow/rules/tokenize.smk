@@ -1,38 +1,46 @@
+# One tokenizer per name under `tokenizers`, trained on its train_split; every model names one.
+
+
 rule tokenizer:
-    """Sentencepiece or a word shortlist (config tokenizer.kind), trained on the training text."""
+    """Sentencepiece or a word shortlist (tokenizers.NAME.kind), trained on the tokenizer's train_split."""
     input:
-        src=f"{RESULTS}/data/train.src",
-        tgt=f"{RESULTS}/data/train.tgt",
+        src=split_text("src"),
+        tgt=split_text("tgt"),
     output:
-        src=f"{RESULTS}/tokenizer/src.model",
-        tgt=f"{RESULTS}/tokenizer/tgt.model",
+        src=f"{RESULTS}/tokenizer/{{tokenizer}}/src.model",
+        tgt=f"{RESULTS}/tokenizer/{{tokenizer}}/tgt.model",
     params:
         config=RESOLVED_CONFIG,
-        tokenizer=config["tokenizer"],
+        tokenizer=lambda wildcards: config["tokenizers"][wildcards.tokenizer],
         out_dir=lambda wildcards, output: os.path.dirname(output.src),
+    threads: CFG.resources.threads
     conda:
         "../../envs/attnrepro.yaml"
     log:
-        f"{RESULTS}/logs/tokenizer.log",
+        f"{RESULTS}/logs/tokenizer_{{tokenizer}}.log",
     shell:
-        "attnrepro tokenizer --config {params.config:q} --src {input.src:q} --tgt {input.tgt:q}"
-        " --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "attnrepro tokenizer --config {params.config:q} --name {wildcards.tokenizer:q} --src {input.src:q}"
+        " --tgt {input.tgt:q} --out-dir {params.out_dir:q} --threads {threads} > {log:q} 2>&1"
 
 
 rule encode:
+    """Token ids of a split (train = the tokenizer's train_split), streamed into one .npz."""
     input:
-        tokenizer=rules.tokenizer.output.src,
-        src=f"{RESULTS}/data/{{split}}.src",
-        tgt=f"{RESULTS}/data/{{split}}.tgt",
+        tokenizer=f"{RESULTS}/tokenizer/{{tokenizer}}/src.model",
+        src=split_text("src"),
+        tgt=split_text("tgt"),
     output:
-        f"{RESULTS}/encoded/{{split}}.npz",
+        f"{RESULTS}/encoded/{{tokenizer}}/{{split}}.npz",
     params:
         config=RESOLVED_CONFIG,
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
+    wildcard_constraints:
+        split="train|valid",
     conda:
         "../../envs/attnrepro.yaml"
     log:
-        f"{RESULTS}/logs/encode_{{split}}.log",
+        f"{RESULTS}/logs/encode_{{tokenizer}}_{{split}}.log",
     shell:
-        "attnrepro encode --config {params.config:q} --tokenizer-dir {params.tokenizer_dir:q}"
-        " --src {input.src:q} --tgt {input.tgt:q} --out {output:q} > {log:q} 2>&1"
+        "attnrepro encode --config {params.config:q} --name {wildcards.tokenizer:q}"
+        " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --tgt {input.tgt:q}"
+        " --out {output:q} > {log:q} 2>&1"

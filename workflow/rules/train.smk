@@ -1,9 +1,9 @@
 rule train:
     """One model; resumes from results/{dataset}/{model}/resume/last.pt when rerun."""
     input:
-        tokenizer=rules.tokenizer.output.src,
-        train=f"{RESULTS}/encoded/train.npz",
-        valid=f"{RESULTS}/encoded/valid.npz",
+        tokenizer=model_tokenizer,
+        train=model_encoded("train"),
+        valid=model_encoded("valid"),
     output:
         checkpoint=f"{RESULTS}/{{model}}/checkpoint.pt",
         log=f"{RESULTS}/{{model}}/train_log.csv",

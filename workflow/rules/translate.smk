@@ -1,7 +1,7 @@
 rule translate:
     """Beam search over the test set; attention weights of every sentence go to attn.npz."""
     input:
-        tokenizer=rules.tokenizer.output.src,
+        tokenizer=model_tokenizer,
         checkpoint=f"{RESULTS}/{{model}}/checkpoint.pt",
         src=f"{RESULTS}/data/test.src",
     output:
@@ -9,7 +9,7 @@ rule translate:
         attention=f"{RESULTS}/{{model}}/attn.npz",
     params:
         config=RESOLVED_CONFIG,
-        search=config["search"],
+        search=lambda wildcards: {**config["search"], **config["models"][wildcards.model].get("search", {})},
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     threads: CFG.resources.threads
     conda:
@@ -17,6 +17,6 @@ rule translate:
     log:
         f"{RESULTS}/logs/translate_{{model}}.log",
     shell:
-        "attnrepro translate --config {params.config:q} --checkpoint {input.checkpoint:q}"
+        "attnrepro translate --config {params.config:q} --model {wildcards.model:q} --checkpoint {input.checkpoint:q}"
         " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --out {output.hyp:q}"
         " --attention {output.attention:q} --threads {threads} > {log:q} 2>&1"

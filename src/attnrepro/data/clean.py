@@ -1,0 +1,172 @@
+"""Cleaning a split: validation (same line count, valid UTF-8; errors name file:line), whitespace
+normalisation and, for training splits, the filters of Moses' `clean-corpus-n.perl` as the WMT
+baselines ran it (`clean-corpus-n.perl CORPUS en fr CLEAN 1 80`: drop a pair when either side
+is empty, has fewer than `min_len` or more than `max_len` words, or one side is more than
+`max_ratio` (default 9) times longer than the other).
+
+Pairs are streamed one at a time: memory does not grow with the corpus. Counts before and after
+every filter, per corpus and in total, go to a JSON manifest beside the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import zip_longest
+from pathlib import Path
+from typing import Any
+
+from attnrepro.config import CleanConfig
+
+
+@dataclass(frozen=True)
+class RawCorpus:
+    name: str
+    src: Path
+    tgt: Path
+
+
+def read_pairs(corpus: RawCorpus) -> Iterator[tuple[int, bytes, bytes]]:
+    """(line number, source bytes, target bytes), checking that both files end on the same line."""
+    with open(corpus.src, "rb") as src, open(corpus.tgt, "rb") as tgt:
+        lineno = 0
+        for src_line, tgt_line in zip_longest(src, tgt):
+            lineno += 1
+            if src_line is None or tgt_line is None:
+                shorter, longer = (corpus.src, corpus.tgt) if src_line is None else (corpus.tgt, corpus.src)
+                raise ValueError(
+                    f"{longer}:{lineno}: line {lineno} has no counterpart: {shorter} has only {lineno - 1} lines"
+                )
+            yield lineno, src_line, tgt_line
+
+
+class InvalidUtf8(ValueError):
+    """A line that is not UTF-8 (the message names file:line and the byte)."""
+
+
+def _decode(line: bytes, path: Path, lineno: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidUtf8(f"{path}:{lineno}: not valid UTF-8 at byte {err.start} of the line") from None
+
+
+class Filters:
+    """The training-split filters, in order, each counting the pairs it drops."""
+
+    def __init__(self, cfg: CleanConfig | None):
+        self.cfg = cfg
+        self.names = ["empty", "length", "ratio"] if cfg is not None else []
+        self.dropped = dict.fromkeys(self.names, 0)
+
+    def rules(self) -> dict[str, str]:
+        if self.cfg is None:
+            return {}
+        c = self.cfg
+        return {
+            "empty": "both sides have at least one word",
+            "length": f"{c.min_len} <= words <= {c.max_len} on both sides",
+            "ratio": f"longer side <= {c.max_ratio:g} x shorter side (in words)",
+        }
+
+    def reject(self, src_words: int, tgt_words: int) -> str | None:
+        """The name of the first filter that drops this pair, or None to keep it."""
+        c = self.cfg
+        if c is None:
+            return None
+        if src_words == 0 or tgt_words == 0:
+            return "empty"
+        if not (c.min_len <= src_words <= c.max_len and c.min_len <= tgt_words <= c.max_len):
+            return "length"
+        if max(src_words, tgt_words) > c.max_ratio * min(src_words, tgt_words):
+            return "ratio"
+        return None
+
+
+def clean_split(
+    split: str,
+    corpora: list[RawCorpus],
+    src_out: Path,
+    tgt_out: Path,
+    manifest: Path,
+    filters: CleanConfig | None,
+    invalid_utf8: str = "error",
+) -> dict[str, Any]:
+    """Validate, normalise and (when `filters` is given) filter `corpora` into one parallel text.
+
+    Evaluation splits pass filters=None: every line is kept (the test set stays 3003 sentences)
+    and invalid UTF-8 is always an error there.
+    """
+    chain = Filters(filters)
+    drop_invalid = invalid_utf8 == "drop" and filters is not None
+    totals = {"pairs_in": 0, "invalid_utf8": 0, "whitespace_normalised": 0, "pairs_out": 0}
+    words = {"src": 0, "tgt": 0}
+    per_corpus = []
+    src_out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_src, tmp_tgt = (p.with_name(f".{p.name}.tmp") for p in (src_out, tgt_out))
+    try:
+        with (
+            open(tmp_src, "w", encoding="utf-8", newline="\n") as out_s,
+            open(tmp_tgt, "w", encoding="utf-8", newline="\n") as out_t,
+        ):
+            for corpus in corpora:
+                kept_before, n = totals["pairs_out"], 0
+                for lineno, src_raw, tgt_raw in read_pairs(corpus):
+                    n += 1
+                    try:
+                        src_text = _decode(src_raw, corpus.src, lineno)
+                        tgt_text = _decode(tgt_raw, corpus.tgt, lineno)
+                    except InvalidUtf8 as err:
+                        if not drop_invalid:
+                            hint = "; set data.wmt.clean.invalid_utf8: drop to drop such pairs" if filters else ""
+                            raise InvalidUtf8(f"{err}{hint}") from None
+                        totals["invalid_utf8"] += 1
+                        continue
+                    # Moses clean-corpus-n.perl: collapse runs of whitespace, trim both ends.
+                    src_norm, tgt_norm = " ".join(src_text.split()), " ".join(tgt_text.split())
+                    if src_norm != src_text.rstrip("\n") or tgt_norm != tgt_text.rstrip("\n"):
+                        totals["whitespace_normalised"] += 1
+                    n_src, n_tgt = src_norm.count(" ") + bool(src_norm), tgt_norm.count(" ") + bool(tgt_norm)
+                    rejected = chain.reject(n_src, n_tgt)
+                    if rejected is not None:
+                        chain.dropped[rejected] += 1
+                        continue
+                    out_s.write(src_norm + "\n")
+                    out_t.write(tgt_norm + "\n")
+                    words["src"] += n_src
+                    words["tgt"] += n_tgt
+                    totals["pairs_out"] += 1
+                totals["pairs_in"] += n
+                per_corpus.append({"corpus": corpus.name, "pairs": n, "kept": totals["pairs_out"] - kept_before})
+    except BaseException:
+        tmp_src.unlink(missing_ok=True)
+        tmp_tgt.unlink(missing_ok=True)
+        raise
+    steps = []
+    remaining = totals["pairs_in"]
+    if filters is not None:
+        after = remaining - totals["invalid_utf8"]
+        steps.append({"filter": "utf8", "rule": "valid UTF-8 on both sides", "before": remaining, "after": after})
+        remaining = after
+    for name, rule in chain.rules().items():
+        after = remaining - chain.dropped[name]
+        steps.append({"filter": name, "rule": rule, "before": remaining, "after": after})
+        remaining = after
+    assert remaining == totals["pairs_out"]
+    record = {
+        "split": split,
+        "corpora": per_corpus,
+        "pairs_in": totals["pairs_in"],
+        "filters": steps,
+        "pairs_out": totals["pairs_out"],
+        "whitespace_normalised": totals["whitespace_normalised"],
+        "words_out": words,
+    }
+    os.replace(tmp_src, src_out)
+    os.replace(tmp_tgt, tgt_out)
+    tmp_manifest = manifest.with_name(f".{manifest.name}.tmp")
+    tmp_manifest.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp_manifest, manifest)
+    return record

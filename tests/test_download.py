@@ -1,0 +1,145 @@
+"""Downloads against a real HTTP server on 127.0.0.1: resume by Range, retries, verification."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from archive_server import ArchiveServer, Behaviour
+
+from attnrepro.config import DownloadFile
+from attnrepro.data.download import ChecksumError, DownloadError, Expected, download, fetch, read_lock
+
+NO_WAIT = {"backoff_s": 0.0, "progress": False}
+
+
+def archive(n_lines: int = 20_000) -> bytes:
+    """A real .tgz with one text member (≈ 0.5 MB), like the WMT training packs."""
+    text = "".join(f"line {i} of a parallel corpus\n" for i in range(n_lines)).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("training/corpus.en")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    return buffer.getvalue()
+
+
+def expected(data: bytes) -> Expected:
+    return Expected(size=len(data), sha256=hashlib.sha256(data).hexdigest(), md5=hashlib.md5(data).hexdigest())
+
+
+@pytest.fixture
+def server():
+    with ArchiveServer() as s:
+        yield s
+
+
+def test_a_connection_cut_mid_file_resumes_from_the_byte_where_it_stopped(server, tmp_path):
+    data = archive()
+    half = len(data) // 2
+    url = server.add("/training-parallel-test.tgz", data, Behaviour(cut_after=[half]))
+    dest = tmp_path / "training-parallel-test.tgz"
+    result = download(url, dest, expected(data), **NO_WAIT)
+    assert dest.read_bytes() == data and result["sha256"] == hashlib.sha256(data).hexdigest()
+    first, second = server.requests("/training-parallel-test.tgz")
+    assert (first.range, first.status, first.bytes_sent) == (None, 200, half)
+    assert (second.range, second.status) == (f"bytes={half}-", 206)
+    assert first.bytes_sent + second.bytes_sent == len(data)  # no byte fetched twice
+    assert not dest.with_name(dest.name + ".part").exists()
+
+
+def test_a_killed_run_resumes_from_its_part_file(server, tmp_path):
+    data = archive()
+    url = server.add("/dev.tgz", data)
+    dest = tmp_path / "dev.tgz"
+    dest.with_name("dev.tgz.part").write_bytes(data[:1000])  # what a killed job left behind
+    download(url, dest, expected(data), **NO_WAIT)
+    assert dest.read_bytes() == data
+    (request,) = server.requests("/dev.tgz")
+    assert (request.range, request.bytes_sent) == ("bytes=1000-", len(data) - 1000)
+
+
+def test_a_corrupted_byte_gives_a_checksum_error_naming_url_file_and_both_checksums(server, tmp_path):
+    data = archive()
+    corrupted = bytearray(data)
+    corrupted[len(data) // 3] ^= 0xFF
+    url = server.add("/test-full.tgz", bytes(corrupted))
+    dest = tmp_path / "test-full.tgz"
+    want = expected(data)
+    with pytest.raises(ChecksumError) as info:
+        download(url, dest, want, **NO_WAIT)
+    message = str(info.value)
+    assert url in message and str(dest) in message
+    assert want.sha256 in message and hashlib.sha256(bytes(corrupted)).hexdigest() in message
+    assert not dest.exists() and not dest.with_name("test-full.tgz.part").exists()  # nothing under either name
+
+
+def test_md5_alone_is_checked_when_that_is_all_that_is_published(server, tmp_path):
+    data = archive()
+    url = server.add("/test-full.tgz", data)
+    with pytest.raises(ChecksumError, match="md5 mismatch: expected 0{32}"):
+        download(url, tmp_path / "test-full.tgz", Expected(md5="0" * 32), **NO_WAIT)
+    download(url, tmp_path / "test-full.tgz", Expected(md5=hashlib.md5(data).hexdigest()), **NO_WAIT)
+
+
+def test_a_503_then_a_200_succeeds_after_backing_off(server, tmp_path):
+    data = archive()
+    url = server.add("/un.tgz", data, Behaviour(fail_with=[503, 503]))
+    waits: list[float] = []
+    download(url, tmp_path / "un.tgz", expected(data), backoff_s=0.5, progress=False, sleep=waits.append)
+    assert (tmp_path / "un.tgz").read_bytes() == data
+    assert [r.status for r in server.requests("/un.tgz")] == [503, 503, 200]
+    assert waits == [0.5, 1.0]  # exponential backoff
+
+
+def test_retries_give_up_with_an_error_naming_the_url(server, tmp_path):
+    url = server.add("/giga.tar", archive(100), Behaviour(fail_with=[503] * 10))
+    with pytest.raises(DownloadError, match=r"giga\.tar: gave up after 2 retries"):
+        download(url, tmp_path / "giga.tar", Expected(), retries=2, **NO_WAIT)
+    assert len(server.requests("/giga.tar")) == 3
+
+
+def test_a_404_fails_at_once(server, tmp_path):
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download(f"{server.url}/missing.tgz", tmp_path / "missing.tgz", Expected(), **NO_WAIT)
+    assert len(server.requests("/missing.tgz")) == 1
+
+
+def test_a_server_that_ignores_range_is_read_again_from_zero_and_still_verified(server, tmp_path):
+    data = archive()
+    url = server.add("/nc.tgz", data, Behaviour(ignore_range=True))
+    dest = tmp_path / "nc.tgz"
+    dest.with_name("nc.tgz.part").write_bytes(b"\0" * 5000)  # stale bytes that must not survive
+    download(url, dest, expected(data), **NO_WAIT)
+    assert dest.read_bytes() == data
+    (request,) = server.requests("/nc.tgz")
+    assert (request.range, request.status, request.bytes_sent) == ("bytes=5000-", 200, len(data))
+
+
+def test_a_file_without_published_checksums_is_pinned_then_held_to_the_pin(server, tmp_path):
+    data = archive()
+    spec = DownloadFile(url=server.add("/bitexts.tgz", data), name="bitexts.tgz")
+    lock = tmp_path / "config" / "wmt.lock.yaml"
+    fetch("bitexts", spec, tmp_path / "a" / "bitexts.tgz", lock, **NO_WAIT)
+    assert read_lock(lock) == {
+        "bitexts": {"url": spec.url, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    }
+    assert yaml.safe_load(lock.read_text())["bitexts"]["size"] == len(data)
+    server.files["/bitexts.tgz"] = archive(19_999)  # the server now serves something else
+    with pytest.raises(ChecksumError) as info:
+        fetch("bitexts", spec, tmp_path / "b" / "bitexts.tgz", lock, **NO_WAIT)
+    assert str(lock) in str(info.value)
+    assert not (tmp_path / "b" / "bitexts.tgz").exists()
+
+
+def test_a_finished_file_is_verified_and_not_fetched_again(server, tmp_path):
+    data = archive()
+    url = server.add("/europarl.tgz", data)
+    dest: Path = tmp_path / "europarl.tgz"
+    download(url, dest, expected(data), **NO_WAIT)
+    download(url, dest, expected(data), **NO_WAIT)
+    assert len(server.requests("/europarl.tgz")) == 1
