@@ -129,6 +129,7 @@ def test_a_file_without_published_checksums_is_pinned_then_held_to_the_pin(serve
         "bitexts": {"url": spec.url, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     }
     assert yaml.safe_load(lock.read_text())["bitexts"]["size"] == len(data)
+    assert [p.name for p in lock.parent.iterdir()] == ["wmt.lock.yaml"]  # nothing else beside the config
     server.files["/bitexts.tgz"] = archive(19_999)  # the server now serves something else
     with pytest.raises(ChecksumError) as info:
         fetch("bitexts", spec, tmp_path / "b" / "bitexts.tgz", lock, **NO_WAIT)
@@ -143,3 +144,15 @@ def test_a_finished_file_is_verified_and_not_fetched_again(server, tmp_path):
     download(url, dest, expected(data), **NO_WAIT)
     download(url, dest, expected(data), **NO_WAIT)
     assert len(server.requests("/europarl.tgz")) == 1
+
+
+def test_parallel_download_jobs_pin_into_one_lock_file_without_losing_entries(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attnrepro.data.download import _pin
+
+    lock = tmp_path / "wmt.lock.yaml"
+    entries = {f"file{i}": {"url": f"http://x/{i}", "size": i, "sha256": f"{i:064x}"} for i in range(16)}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda key: _pin(lock, key, entries[key]), entries))
+    assert read_lock(lock) == entries

@@ -224,7 +224,8 @@ def _pin(path: Path, key: str, entry: dict[str, Any]) -> None:
     """Add `key` to the lock file under an exclusive lock (parallel download jobs share it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".flock"), "w") as guard:
+    guard = os.open(path.parent, os.O_RDONLY)  # the folder, so that no extra file appears beside the config
+    try:
         fcntl.flock(guard, fcntl.LOCK_EX)
         pins = read_lock(path)
         pins[key] = entry
@@ -235,6 +236,8 @@ def _pin(path: Path, key: str, entry: dict[str, Any]) -> None:
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(header + yaml.safe_dump(pins, sort_keys=True), encoding="utf-8")
         os.replace(tmp, path)
+    finally:
+        os.close(guard)  # releases the lock
 
 
 def fetch(
