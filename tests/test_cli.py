@@ -40,6 +40,7 @@ def test_console_script_is_installed():
         "tokenizer",
         "encode",
         "train",
+        "average",
         "translate",
         "score",
         "tables",

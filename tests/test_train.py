@@ -1,9 +1,13 @@
-"""The training loop: it learns, its schedule follows the papers, and resume is bit-exact."""
+"""The training loop: it learns, its schedule follows the papers, resume is bit-exact after a
+kill -9 of the whole Snakemake tree, a signal checkpoints and exits 75, bad numbers never
+overwrite a good checkpoint, and TensorBoard shows each step once."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,29 +18,62 @@ import pytest
 import torch
 import yaml
 
-from attnrepro.config import TrainConfig
+from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.tokenize import load_tokenizer
-from attnrepro.train import atomic_save, load_checkpoint, lr_at, train
+from attnrepro.train import PREEMPTED_EXIT_CODE, atomic_save, batches_per_update, load_checkpoint, lr_at, train
+from attnrepro.validation import ValidBleu
 
 from conftest import REPO
 
+DROPOUT_TRANSFORMER = {"d_model": 16, "d_ff": 32, "heads": 2, "layers": 2, "dropout": 0.3, "share_embeddings": False}
 
-def _run(test_config, corpus: Path, out: Path, model: str = "rnnsearch10", **train_overrides):
-    mc = test_config.model(model)
-    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, **train_overrides))
-    vocab = [len(load_tokenizer(test_config.tokenizer, corpus / f"tokenizer/{s}.model")) for s in ("src", "tgt")]
-    return train(mc, corpus / "encoded/train.npz", corpus / "encoded/valid.npz", *vocab, out, progress=False)
+
+def _vocab(test_config, corpus: Path) -> list[int]:
+    return [len(load_tokenizer(test_config.tokenizer, corpus / f"tokenizer/{s}.model")) for s in ("src", "tgt")]
+
+
+def _run(test_config, corpus: Path, out: Path, model: str | ModelConfig = "rnnsearch10", valid_bleu=None, **overrides):
+    mc = test_config.model(model) if isinstance(model, str) else model
+    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, **overrides))
+    vocab = _vocab(test_config, corpus)
+    return train(
+        mc,
+        corpus / "encoded/train.npz",
+        corpus / "encoded/valid.npz",
+        *vocab,
+        out,
+        progress=False,
+        valid_bleu=valid_bleu,
+    )
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(path)["model"]
 
 
+def _identical(a: Path, b: Path) -> bool:
+    wa, wb = _weights(a), _weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _log_rows(path: Path, drop=("tokens_per_s",)) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(f)]
+
+
+def _scalars(tb_dir: Path, tag: str) -> list[tuple[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tb_dir))
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
 def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus, tmp_path):
     ckpt = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=40, log_every=10, valid_every=20)
     log = (tmp_path / "run/train_log.csv").read_text().splitlines()
-    assert log[0] == "step,epoch,loss,lr,tokens_per_s,nonpad_fraction,valid_loss,src_tokens,tgt_tokens"
-    rows = [dict(zip(log[0].split(","), line.split(","))) for line in log[1:]]
+    assert log[0] == "step,epoch,loss,lr,tokens_per_s,nonpad_fraction,valid_loss,src_tokens,tgt_tokens,valid_bleu"
+    rows = _log_rows(tmp_path / "run/train_log.csv", drop=())
     assert [int(r["step"]) for r in rows] == [10, 20, 30, 40]
     assert float(rows[-1]["loss"]) < float(rows[0]["loss"]) - 0.5
     assert rows[1]["valid_loss"] and rows[3]["valid_loss"] and not rows[0]["valid_loss"]
@@ -44,56 +81,116 @@ def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus,
     tgt_tokens = [int(r["tgt_tokens"]) for r in rows]
     assert tgt_tokens == sorted(tgt_tokens) and tgt_tokens[0] > 0  # cumulative
     assert load_checkpoint(ckpt)["step"] == 40
+    # the same numbers as TensorBoard scalars beside the CSV
+    tb = tmp_path / "run/tb"
+    assert _scalars(tb, "train/loss") == [(int(r["step"]), pytest.approx(float(r["loss"]))) for r in rows]
+    assert [s for s, _ in _scalars(tb, "valid/loss")] == [20, 40]
+    assert [v for _, v in _scalars(tb, "train/lr")] == [pytest.approx(0.003)] * 4
+    assert all(v > 0 for _, v in _scalars(tb, "train/tokens_per_s"))
 
 
-def test_resume_in_process_is_bit_identical(test_config, tiny_corpus, tmp_path):
-    straight = _run(test_config, tiny_corpus, tmp_path / "a", max_steps=30, checkpoint_every=10)
-    _run(test_config, tiny_corpus, tmp_path / "b", max_steps=17, checkpoint_every=10)  # stops at 17
-    resumed = _run(test_config, tiny_corpus, tmp_path / "b", max_steps=30, checkpoint_every=10)
-    a, b = _weights(straight), _weights(resumed)
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    steps = [int(line.split(",")[0]) for line in (tmp_path / "b/train_log.csv").read_text().splitlines()[1:]]
-    straight_steps = [int(line.split(",")[0]) for line in (tmp_path / "a/train_log.csv").read_text().splitlines()[1:]]
-    assert steps == sorted(straight_steps + [17])  # the first run also logged its last step, 17
+def test_valid_bleu_is_logged(test_config, tiny_corpus, tmp_path):
+    from attnrepro.batching import Corpus
+
+    tgt_tok = load_tokenizer(test_config.tokenizer, tiny_corpus / "tokenizer/tgt.model")
+    bleu = ValidBleu(Corpus.load(tiny_corpus / "encoded/valid.npz"), tgt_tok, test_config.search)
+    assert bleu.references[0] == (tiny_corpus / "data/valid.tgt").read_text().splitlines()[0]  # spm is lossless
+    _run(test_config, tiny_corpus, tmp_path / "run", valid_bleu=bleu, max_steps=10, valid_every=10)
+    rows = _log_rows(tmp_path / "run/train_log.csv")
+    assert 0 <= float(rows[-1]["valid_bleu"]) <= 100 and rows[0]["valid_bleu"] == ""
+    assert [s for s, _ in _scalars(tmp_path / "run/tb", "valid/bleu")] == [10]
 
 
-def test_resume_after_sigkill_is_bit_identical(test_config, tiny_corpus, tmp_path):
-    """Kill a real training process after its first checkpoint; the rerun ends with the same weights."""
+@pytest.mark.parametrize("model", ["rnnsearch10", "transformer_dropout"])
+def test_resume_in_process_is_bit_identical(test_config, tiny_corpus, tmp_path, model):
+    # A transformer with dropout 0.3 draws from torch's RNG every step: resume must restore it.
+    mc = test_config.model("rnnsearch10")
+    if model == "transformer_dropout":
+        mc = ModelConfig("t", "transformer", "t", DROPOUT_TRANSFORMER, mc.train)
+    straight = _run(test_config, tiny_corpus, tmp_path / "a", mc, max_steps=30, checkpoint_every=10, log_every=4)
+    _run(test_config, tiny_corpus, tmp_path / "b", mc, max_steps=17, checkpoint_every=10, log_every=4)  # stops at 17
+    resumed = _run(test_config, tiny_corpus, tmp_path / "b", mc, max_steps=30, checkpoint_every=10, log_every=4)
+    assert _identical(straight, resumed)
+    a, b = _log_rows(tmp_path / "a/train_log.csv"), _log_rows(tmp_path / "b/train_log.csv")
+    assert [r["step"] for r in b] == [
+        "4",
+        "8",
+        "10",
+        "12",
+        "16",
+        "17",
+        "20",
+        "24",
+        "28",
+        "30",
+    ]  # the first run logged 17
+    assert b[:5] == a[:5] and b[-1]["tgt_tokens"] == a[-1]["tgt_tokens"]
+    assert [s for s, _ in _scalars(tmp_path / "b/tb", "train/loss")] == [4, 8, 10, 12, 16, 17, 20, 24, 28, 30]
+
+
+def _train_command(config: Path, corpus: Path, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "attnrepro.cli", "train", "--config", str(config), "--model", "rnnsearch10",
+        "--tokenizer-dir", str(corpus / "tokenizer"), "--train", str(corpus / "encoded/train.npz"),
+        "--valid", str(corpus / "encoded/valid.npz"), "--no-progress", "--out-dir", str(out),
+    ]  # fmt: skip
+
+
+def _test_config_with(tmp_path: Path, **train) -> Path:
     raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
-    raw["models"]["rnnsearch10"]["train"].update(max_steps=400, checkpoint_every=5, valid_every=1000)
+    raw["models"] = {"rnnsearch10": raw["models"]["rnnsearch10"]}
+    raw["models"]["rnnsearch10"]["train"].update(train)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    command = [
-        sys.executable, "-m", "attnrepro.cli", "train", "--config", str(config), "--model", "rnnsearch10",
-        "--tokenizer-dir", str(tiny_corpus / "tokenizer"), "--train", str(tiny_corpus / "encoded/train.npz"),
-        "--valid", str(tiny_corpus / "encoded/valid.npz"), "--no-progress",
-    ]  # fmt: skip
-    subprocess.run(command + ["--out-dir", str(tmp_path / "straight")], check=True, capture_output=True)
-
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(command + ["--out-dir", str(killed)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while not (killed / "resume/last.pt").exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    interrupted_at = load_checkpoint(killed / "resume/last.pt")["step"]
-    assert 0 < interrupted_at < 400, "the process was not interrupted mid-run"
-    assert not (killed / "checkpoint.pt").exists()
-
-    rerun = subprocess.run(command + ["--out-dir", str(killed)], check=True, capture_output=True, text=True)
-    assert f"from step {interrupted_at}" in rerun.stdout
-    a, b = _weights(tmp_path / "straight/checkpoint.pt"), _weights(killed / "checkpoint.pt")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    return config
 
 
-def test_checkpoint_write_is_atomic_and_bad_files_are_named(tmp_path):
-    path = tmp_path / "ckpt.pt"
-    atomic_save({"x": torch.ones(2)}, path)
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temp file left behind
-    path.write_bytes(path.read_bytes()[:20])  # truncated
-    with pytest.raises(ValueError, match="ckpt.pt"):
-        load_checkpoint(path)
+def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, str]:
+    """Start training, send `sig` once its loop is about to run, return the finished process and its output."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()  # "rnnsearch10: rnnsearch, N parameters, ..." comes right before step 1
+    assert "parameters" in first, first
+    proc.send_signal(sig)
+    rest = proc.stdout.read()
+    proc.wait(timeout=120)
+    return proc, first + rest
+
+
+def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp_path):
+    config = _test_config_with(tmp_path, max_steps=300, checkpoint_every=1000, log_every=7, valid_every=1000)
+    subprocess.run(_train_command(config, tiny_corpus, tmp_path / "straight"), check=True, capture_output=True)
+
+    stopped = tmp_path / "stopped"
+    proc, output = _start_and_signal(_train_command(config, tiny_corpus, stopped), signal.SIGUSR1)
+    assert proc.returncode == PREEMPTED_EXIT_CODE == 75, output
+    at = load_checkpoint(stopped / "resume/last.pt")["step"]
+    assert 0 < at < 300 and f"after step {at}" in output
+    assert not (stopped / "checkpoint.pt").exists()
+
+    rerun = subprocess.run(_train_command(config, tiny_corpus, stopped), capture_output=True, text=True, check=True)
+    assert f"resuming rnnsearch10 from step {at} " in rerun.stdout
+    assert _identical(tmp_path / "straight/checkpoint.pt", stopped / "checkpoint.pt")
+    # no row is logged at the stop, and the rows after it average the same steps (the window is checkpointed)
+    assert _log_rows(stopped / "train_log.csv") == _log_rows(tmp_path / "straight/train_log.csv")
+
+
+def test_sigterm_checkpoints_and_exits_75(tiny_corpus, tmp_path):
+    config = _test_config_with(tmp_path, max_steps=5000, checkpoint_every=5000)
+    proc, output = _start_and_signal(_train_command(config, tiny_corpus, tmp_path / "run"), signal.SIGTERM)
+    assert proc.returncode == 75, output
+    assert "received SIGTERM" in output
+    assert 0 < load_checkpoint(tmp_path / "run/resume/last.pt")["step"] < 5000
+
+
+def test_resume_from_a_truncated_checkpoint_names_the_file(test_config, tiny_corpus, tmp_path):
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=5, checkpoint_every=5)
+    last = tmp_path / "run/resume/last.pt"
+    last.write_bytes(last.read_bytes()[:100])
+    with pytest.raises(ValueError, match=str(last)):
+        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10)
+    atomic_save({"model": {}}, last)  # a checkpoint, but not a resume state
+    with pytest.raises(ValueError, match=f"{last}.*missing optimizer"):
+        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10)
 
 
 def test_nonfinite_loss_stops_training(test_config, tiny_corpus, tmp_path):
@@ -103,9 +200,101 @@ def test_nonfinite_loss_stops_training(test_config, tiny_corpus, tmp_path):
     assert not (tmp_path / "nan/checkpoint.pt").exists()
 
 
+def test_bad_weights_never_overwrite_the_last_good_checkpoint(test_config, tiny_corpus, tmp_path):
+    good = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    # Resumed with lr = inf, update 11 makes the weights inf/nan; the checkpoint of step 11 is refused.
+    with pytest.raises(FloatingPointError, match="not finite after step 11"):
+        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=20, checkpoint_every=1, lr=float("inf"))
+    last = load_checkpoint(tmp_path / "run/resume/last.pt")
+    assert last["step"] == 10
+    assert all(torch.equal(last["model"][k], v) for k, v in _weights(good).items())
+
+
+def test_gradient_accumulation_covers_update_tokens():
+    tc = TrainConfig(batch_tokens=4096, update_tokens=50000)  # Vaswani: ~25k source + 25k target tokens
+    assert [batches_per_update(tc, n) for n in (1, 2, 8)] == [13, 14, 16]  # a multiple of the ranks
+    assert batches_per_update(TrainConfig(), 1) == 1 and batches_per_update(TrainConfig(), 4) == 4
+
+
 def test_inverse_sqrt_schedule_is_vaswani_eq_3():
     tc = TrainConfig(schedule="inverse_sqrt", warmup_steps=4000, lr=1.0)
     for step in (1, 4000, 16000):
         assert lr_at(tc, step, 512) == pytest.approx(512**-0.5 * min(step**-0.5, step * 4000**-1.5))
     assert lr_at(tc, 4000, 512) == pytest.approx(512**-0.5 / 4000**0.5)
     assert lr_at(TrainConfig(lr=0.3), 10) == 0.3
+
+
+def _snakemake(workdir: Path, config: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "snakemake", "results/synthetic_test/rnnsearch10/checkpoint.pt",
+        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "1",
+        "--rerun-incomplete", "--configfile", str(config), *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_snakemake_tree_then_rerun_is_bit_identical(tmp_path):
+    """SIGKILL snakemake and its jobs after the first checkpoint; `--unlock` and the same command finish the run."""
+    config = _test_config_with(tmp_path, max_steps=200, checkpoint_every=5, log_every=1, valid_every=100)
+    workdir = tmp_path / "work"
+    out = workdir / "results/synthetic_test/rnnsearch10"
+    proc = subprocess.Popen(_snakemake(workdir, config), start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (out / "resume/last.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGKILL)  # snakemake, its job shell and the trainer
+    proc.wait()
+    interrupted_at = load_checkpoint(out / "resume/last.pt")["step"]
+    assert 0 < interrupted_at < 200, "the run was not interrupted mid-training"
+    assert not (out / "checkpoint.pt").exists()
+
+    # A killed Snakemake leaves its lock behind and asks for --unlock; then the same command resumes.
+    locked = subprocess.run(_snakemake(workdir, config), capture_output=True, text=True)
+    assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr
+    subprocess.run(_snakemake(workdir, config, "--unlock"), check=True, capture_output=True)
+    rerun = subprocess.run(_snakemake(workdir, config), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    train_log = next(workdir.glob("results/synthetic_test/logs/train_rnnsearch10.log")).read_text()
+    assert f"resuming rnnsearch10 from step {interrupted_at} " in train_log
+    steps = [s for s, _ in _scalars(out / "tb", "train/loss")]
+    assert steps == list(range(1, 201))  # events past the checkpoint were purged on resume
+
+    # The reference: the same rule again, uninterrupted, from scratch.
+    shutil.move(out / "checkpoint.pt", tmp_path / "resumed.pt")
+    shutil.move(out / "train_log.csv", tmp_path / "resumed_log.csv")
+    shutil.rmtree(out / "resume")
+    straight = subprocess.run(_snakemake(workdir, config, "--forcerun", "train"), capture_output=True, text=True)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    assert _identical(tmp_path / "resumed.pt", out / "checkpoint.pt")
+    assert _log_rows(tmp_path / "resumed_log.csv") == _log_rows(out / "train_log.csv")
+
+
+@pytest.mark.parametrize("model", ["rnnsearch10", "transformer_dropout"])
+def test_bf16_autocast_trains_and_keeps_fp32_weights(test_config, tiny_corpus, tmp_path, model):
+    """`precision: bf16` is meant for GPUs; torch's CPU autocast runs the same code path here."""
+    mc = test_config.model("rnnsearch10")
+    if model == "transformer_dropout":
+        mc = ModelConfig("t", "transformer", "t", DROPOUT_TRANSFORMER, mc.train)
+    fp32 = _run(test_config, tiny_corpus, tmp_path / "fp32", mc, max_steps=10)
+    bf16 = _run(test_config, tiny_corpus, tmp_path / "bf16", mc, max_steps=10, precision="bf16")
+    a, b = _weights(fp32), _weights(bf16)
+    assert all(t.dtype == torch.float32 for t in b.values())
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # the forward pass really ran in bfloat16
+    losses = [float(r["loss"]) for r in _log_rows(tmp_path / "bf16/train_log.csv")]
+    reference = [float(r["loss"]) for r in _log_rows(tmp_path / "fp32/train_log.csv")]
+    assert losses == pytest.approx(reference, abs=0.05)  # bf16 has an 8-bit mantissa: close, not equal
+
+
+def test_new_train_keys_default_to_the_embedded_behaviour_and_are_validated():
+    from attnrepro.config import from_dict, load_config
+
+    tc = load_config(REPO / "config/config.yaml").model("rnnsearch50").train
+    assert (tc.update_tokens, tc.device, tc.precision, tc.compile, tc.average_last, tc.valid_bleu) == (
+        0, "auto", "fp32", False, 1, False,
+    )  # fmt: skip
+    assert batches_per_update(tc, 1) == 1  # one batch per update, as before these keys existed
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["models"]["rnnsearch10"]["train"]["precision"] = "fp16"
+    with pytest.raises(Exception, match="fp16"):
+        from_dict(raw)

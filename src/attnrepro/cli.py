@@ -91,24 +91,47 @@ def cmd_encode(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    import os
+
+    from attnrepro.batching import Corpus
+    from attnrepro.distributed import from_environment
     from attnrepro.tokenize import load_tokenizer
-    from attnrepro.train import train
+    from attnrepro.train import PREEMPTED_EXIT_CODE, Preempted, train
+    from attnrepro.validation import ValidBleu
 
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
     spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
     src_vocab = len(load_tokenizer(spec, tok_dir / "src.model", src_lang))
-    tgt_vocab = len(load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang))
-    train(
-        cfg.model(args.model),
-        Path(args.train),
-        Path(args.valid),
-        src_vocab,
-        tgt_vocab,
-        Path(args.out_dir),
-        threads=args.threads,
-        progress=not args.no_progress,
-    )
+    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    mc = cfg.model(args.model)
+    search = cfg.search_of(args.model)
+    valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search) if mc.train.valid_bleu else None
+    try:
+        train(
+            mc,
+            Path(args.train),
+            Path(args.valid),
+            src_vocab,
+            len(tgt_tok),
+            Path(args.out_dir),
+            threads=args.threads,
+            progress=not args.no_progress,
+            ranks=from_environment(os.environ),  # torchrun's or srun's ranks; one process otherwise
+            valid_bleu=valid_bleu,
+        )
+    except Preempted as stop:  # SIGTERM/SIGUSR1: checkpoint written; the same command resumes
+        print(f"attnrepro train: {stop}", file=sys.stderr)
+        raise SystemExit(PREEMPTED_EXIT_CODE) from None
+
+
+def cmd_average(args: argparse.Namespace) -> None:
+    from attnrepro.checkpoint import write_average
+
+    cfg = load_config(args.config)
+    last = cfg.model(args.model).train.average_last
+    steps = write_average(Path(args.checkpoint), last, Path(args.out))
+    print(f"{args.out}: mean of the checkpoints of steps {', '.join(map(str, steps))}")
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
@@ -274,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-progress", action="store_true")
 
+    p = verb("average", cmd_average, "average the last train.average_last checkpoints (Vaswani et al. 2017, 6.1)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--checkpoint", required=True, help="the final checkpoint.pt; the others are in its resume/kept/")
+    p.add_argument("--out", required=True)
+
     p = verb("translate", cmd_translate, "beam-search a source file")
     p.add_argument("--model", help="the model's tokenizer and search settings (default: the only tokenizer)")
     p.add_argument("--checkpoint", required=True)
@@ -329,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError, DownloadError) as err:
+    except (ConfigError, ValueError, FileNotFoundError, FloatingPointError, DownloadError) as err:
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
     return 0

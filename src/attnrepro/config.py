@@ -8,6 +8,7 @@ through `load_config`, so jobs see exactly what the workflow validated.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,12 @@ class TrainConfig:
     log_every: int = 50
     valid_every: int = 500
     checkpoint_every: int = 500
+    update_tokens: int = 0
+    device: str = "auto"
+    precision: str = "fp32"
+    compile: bool = False
+    average_last: int = 1
+    valid_bleu: bool = False
 
 
 @dataclass(frozen=True)
@@ -306,6 +313,13 @@ def from_dict(raw: dict[str, Any]) -> Config:
             raise ConfigError(
                 f"models.{name}.params.share_embeddings needs tokenizers.{m.tokenizer}.shared: true "
                 "(one vocabulary, Vaswani §3.4)"
+            )
+    for name, m in models.items():
+        checkpoints = math.ceil(m.train.max_steps / m.train.checkpoint_every)
+        if m.train.average_last > checkpoints:
+            raise ConfigError(
+                f"models.{name}.train.average_last={m.train.average_last} exceeds the {checkpoints} checkpoints"
+                f" that max_steps={m.train.max_steps} and checkpoint_every={m.train.checkpoint_every} write"
             )
     if synthetic is not None:
         for name, m in models.items():

@@ -1,45 +1,66 @@
 """One training loop for every model: optimizer and schedule from config, token-bucketed
-batches, atomic checkpoints and exact resume.
+batches, data-parallel updates, atomic checkpoints and bit-identical resume.
 
-The resume state lives in `{out_dir}/resume/` (not a declared Snakemake output, so a
-failed job's cleanup never deletes it): `last.pt` holds model, optimizer, step, data
-position and RNG state, `train_log.csv` the log rows up to that step. Batches of epoch e
-come from `token_batches(..., seed=train.seed + e)`, so the data position is just
-(epoch, batch index) and a resumed run sees exactly the batches an uninterrupted one would.
+Data order. Batches of epoch e come from `token_batches(..., seed=train.seed + e)`, so the
+data position is just (epoch, batch index). An update takes the next `per_update` batches
+(enough for `train.update_tokens`); rank r of N trains on batches r, r + N, ... of them
+(DistributedSampler's split) and DDP sums the gradients, each micro-batch weighted by its
+share of the update's target tokens, so one update is the same on any number of ranks.
+
+Resume. `{out}/resume/` is not a declared Snakemake output, so a failed job's cleanup never
+deletes it: `last.pt` holds model, optimizer, step, data position, every RNG state of every
+rank and the log window; `train_log.csv` the log rows up to that step. Rerunning the same
+command continues bit-identically.
+
+Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the
+loop write a checkpoint at the end of the current update and exit with
+`PREEMPTED_EXIT_CODE`. A non-finite loss, or non-finite weights at a checkpoint, stops
+training naming the step, before anything overwrites the last good checkpoint.
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import math
-import os
+import random
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from attnrepro.batching import Batch, Corpus, collate, token_batches
+from attnrepro.batching import Corpus, collate, token_batches
+from attnrepro.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
+    RESUME_KEYS,
+    atomic_save,
+    build_from_checkpoint,
+    keep_for_averaging,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
+)
 from attnrepro.config import ModelConfig, TrainConfig
+from attnrepro.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.models import Seq2SeqModel, build_model, count_parameters
-from attnrepro.tokenize import PAD
+from attnrepro.trainlog import TrainLog
+from attnrepro.validation import loss_fn, valid_loss
 
-LOG_FIELDS = [
-    "step",
-    "epoch",
-    "loss",
-    "lr",
-    "tokens_per_s",
-    "nonpad_fraction",
-    "valid_loss",
-    "src_tokens",
-    "tgt_tokens",
-]
+PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL (sysexits.h): checkpoint written, run the same command again
+
+
+class Preempted(Exception):
+    """SIGTERM/SIGUSR1 arrived; the checkpoint of `step` is written."""
+
+    def __init__(self, name: str, step: int, path: Path):
+        super().__init__(f"{name}: stopped by a signal after step {step}; resume state in {path}")
+        self.step = step
 
 
 def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
@@ -68,49 +89,36 @@ def lr_at(tc: TrainConfig, step: int, d_model: int | None = None, steps_per_epoc
     return tc.lr
 
 
-def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
-    """Mean cross-entropy per real target token."""
-    return nn.functional.cross_entropy(
-        logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
-    )
+def batches_per_update(tc: TrainConfig, world_size: int) -> int:
+    """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
+    wanted = max(1, math.ceil(tc.update_tokens / tc.batch_tokens))
+    return math.ceil(wanted / world_size) * world_size
 
 
-def atomic_save(obj: Any, path: Path) -> None:
-    """torch.save to a temp file in the same folder, fsync, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
+@contextlib.contextmanager
+def stop_requests() -> Iterator[dict[str, bool]]:
+    """{'requested': bool} that turns True on SIGTERM or SIGUSR1 while training runs."""
+    flag = {"requested": False}
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield flag
+        return
+
+    def handler(signum, frame):
+        flag["requested"] = True
+        print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1)}
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise ValueError(f"{path}: not a readable attnrepro checkpoint ({err})") from err
-
-
-def build_from_checkpoint(ckpt: dict[str, Any]) -> Seq2SeqModel:
-    model = build_model(ckpt["arch"], ckpt["src_vocab"], ckpt["tgt_vocab"], ckpt["params"])
-    model.load_state_dict(ckpt["model"])
-    return model
-
-
-@torch.no_grad()
-def valid_loss(model: Seq2SeqModel, corpus: Corpus, batch_tokens: int) -> float:
-    model.eval()
-    total, tokens = 0.0, 0
-    for indices in token_batches(corpus.src_lens, corpus.tgt_lens, batch_tokens, seed=0):
-        batch = collate(corpus, indices)
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
-        n = batch.n_tgt_tokens
-        total += float(loss_fn(logits, batch.tgt_out, 0.0)) * n
-        tokens += n
-    model.train()
-    return total / max(tokens, 1)
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _filter(corpus: Corpus, max_len: int) -> np.ndarray:
@@ -122,23 +130,14 @@ def _filter(corpus: Corpus, max_len: int) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def _append_log(path: Path, rows: list[dict[str, Any]]) -> None:
-    new = not path.exists()
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, LOG_FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
+def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop log rows written after the checkpoint we resume from."""
-    if not path.exists():
-        return
-    with open(path, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if int(r["step"]) <= step]
-    path.unlink()
-    _append_log(path, rows)
+def _finite(model: nn.Module) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 def train(
@@ -150,16 +149,32 @@ def train(
     out_dir: Path,
     threads: int = 1,
     progress: bool = True,
+    ranks: Ranks | None = None,
+    valid_bleu: Callable[[Seq2SeqModel], float] | None = None,
 ) -> Path:
-    """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt."""
-    tc = mc.train
-    torch.set_num_threads(threads)
-    resume_dir = out_dir / "resume"
-    resume_dir.mkdir(parents=True, exist_ok=True)
-    resume_path, log_path = resume_dir / "last.pt", resume_dir / "train_log.csv"
+    """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt.
 
-    torch.manual_seed(tc.seed)
-    model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params)
+    Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1, FloatingPointError on bad numbers.
+    """
+    ranks = ranks or Ranks()  # one process unless torchrun/srun started several
+    torch.set_num_threads(threads)
+    device = pick_device(mc.train.device, ranks)
+    with process_group(ranks, device), stop_requests() as stop:
+        return _train(
+            mc, train_path, valid_path, src_vocab, tgt_vocab, out_dir, progress, ranks, device, stop, valid_bleu
+        )
+
+
+def _train(mc, train_path, valid_path, src_vocab, tgt_vocab, out_dir, progress, ranks, device, stop, valid_bleu):
+    tc = mc.train
+    main = ranks.is_main
+    resume_dir = out_dir / "resume"
+    resume_path = resume_dir / "last.pt"
+    if main:
+        resume_dir.mkdir(parents=True, exist_ok=True)
+
+    seed_everything(tc.seed + ranks.rank)  # DDP copies rank 0's initial weights to every rank
+    model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params).to(device)
     optimizer = make_optimizer(model.parameters(), tc)
     d_model = getattr(model, "d_model", None)
 
@@ -169,101 +184,159 @@ def train(
     if len(kept) == 0:
         raise ValueError(f"{train_path}: no training pair has <= {tc.max_src_len} source tokens")
     src_lens, tgt_lens = corpus.src_lens[kept], corpus.tgt_lens[kept]
+    per_update = batches_per_update(tc, ranks.world_size)
+
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        batches = token_batches(src_lens, tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
+        if len(batches) < per_update:
+            raise ValueError(
+                f"{mc.name}: train.update_tokens={tc.update_tokens} needs {per_update} batches per update"
+                f" on {ranks.world_size} rank(s), but an epoch has only {len(batches)}"
+            )
+        return batches
 
     step, epoch, position = 0, 0, 0
     seen = {"src": 0, "tgt": 0}  # real tokens trained on so far (for FLOP estimates: 6 x params x tokens)
+    window = {"tokens": 0, "nonpad": 0.0, "loss": 0.0, "steps": 0}  # sums since the last log row
     if resume_path.exists():
-        state = load_checkpoint(resume_path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        state = load_checkpoint(resume_path, RESUME_KEYS)
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise ValueError(f"{resume_path}: does not fit model {mc.name} ({err})") from err
         step, epoch, position = state["step"], state["epoch"], state["position"]
-        seen = dict(state["tokens_seen"])
-        torch.set_rng_state(state["torch_rng"])
-        _truncate_log(log_path, step)
-        print(f"resuming {mc.name} from step {step} (epoch {epoch}, batch {position})", flush=True)
-    else:
-        log_path.unlink(missing_ok=True)
+        seen, window = dict(state["tokens_seen"]), dict(state["log_window"])
+        window["tokens"] = 0  # tokens/s of the first row after a resume counts from the resume
+        if len(state["rng"]) == ranks.world_size:
+            set_rng_state(state["rng"][ranks.rank])
+        elif main:
+            print(f"{resume_path}: saved by {len(state['rng'])} rank(s), now {ranks.world_size}: not bit-exact")
+        if main:
+            print(f"resuming {mc.name} from step {step} (epoch {epoch}, batch {position})", flush=True)
+    elif main:
         print(f"{mc.name}: {mc.arch}, {count_parameters(model):,} parameters, {len(kept):,} training pairs", flush=True)
 
-    def checkpoint_state() -> dict[str, Any]:
-        return {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "step": step,
-            "epoch": epoch,
-            "position": position,
-            "tokens_seen": dict(seen),
-            "torch_rng": torch.get_rng_state(),
-        }
+    log = TrainLog(resume_dir / "train_log.csv", out_dir / "tb", step, enabled=main)
+    ddp = model
+    if ranks.world_size > 1:
+        ddp = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    forward = torch.compile(ddp) if tc.compile else ddp
+    autocast = _autocast(device, tc.precision)
+
+    def checkpoint() -> None:
+        """All ranks: check the weights and gather RNG states; rank 0 writes."""
+        if not _finite(model):
+            raise FloatingPointError(
+                f"{mc.name}: weights are not finite after step {step}; the last good checkpoint is {resume_path}"
+            )
+        rngs = gather_to_all(rng_state(), ranks)
+        if not main:
+            return
+        log.flush()
+        regular = step % tc.checkpoint_every == 0 or step == tc.max_steps
+        if tc.average_last > 1 and regular:
+            keep_for_averaging(model.state_dict(), step, resume_dir / "kept", tc.average_last)
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch}
+        state |= {"position": position, "tokens_seen": dict(seen), "log_window": dict(window), "rng": rngs}
+        atomic_save(state, resume_path)
 
     model.train()
-    batches = token_batches(src_lens, tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
-    rows: list[dict[str, Any]] = []
-    window_tokens, window_start, window_nonpad, window_loss, window_steps = 0, time.perf_counter(), 0.0, 0.0, 0
-    bar = tqdm(total=tc.max_steps, initial=step, desc=mc.name, disable=not progress, mininterval=5)
+    batches = epoch_batches(epoch)
+    window_start = time.perf_counter()
+    bar = tqdm(total=tc.max_steps, initial=step, desc=mc.name, disable=not (progress and main), mininterval=5)
     while step < tc.max_steps:
-        if position == len(batches):
+        if position + per_update > len(batches):  # an epoch's last batches that cannot fill an update are skipped
             epoch, position = epoch + 1, 0
-            batches = token_batches(src_lens, tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
-        batch: Batch = collate(corpus, kept[batches[position]])
-        position += 1
+            batches = epoch_batches(epoch)
+        update = [kept[b] for b in batches[position : position + per_update]]
+        position += per_update
         step += 1
-        lr = lr_at(tc, step, d_model, len(batches))
+        lr = lr_at(tc, step, d_model, len(batches) // per_update)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        logits = model(batch.src, batch.src_mask, batch.tgt_in)
-        loss = loss_fn(logits, batch.tgt_out, tc.label_smoothing)
-        loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):  # stop before the bad update; last.pt stays the last good state
+
+        n_tgt = sum(int(corpus.tgt_lens[b].sum()) + len(b) for b in update)  # + </s> per sentence
+        mine = update[ranks.rank :: ranks.world_size]
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0  # this rank's share of the update's mean loss per target token
+        for i, indices in enumerate(mine):
+            batch = collate(corpus, indices).to(device)
+            share = batch.n_tgt_tokens / n_tgt
+            sync = i == len(mine) - 1 or ranks.world_size == 1
+            with contextlib.nullcontext() if sync else ddp.no_sync():
+                with autocast:
+                    loss = loss_fn(forward(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, tc.label_smoothing)
+                # DDP averages gradients over ranks: scale by world_size so they sum instead
+                (loss * (share * ranks.world_size)).backward()
+            loss_sum += float(loss.detach()) * share
+        loss_value, stop_votes = sum_over_ranks([loss_sum, float(stop["requested"])], ranks, device)
+        if not math.isfinite(loss_value):  # no update: last.pt stays the last good state
             raise FloatingPointError(
                 f"{mc.name}: loss is {loss_value} at step {step}; the last good checkpoint is {resume_path}"
             )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
         if tc.clip_norm > 0:
             nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
         optimizer.step()
-        window_tokens += batch.n_tgt_tokens
-        seen["src"] += int(batch.src_mask.sum())
-        seen["tgt"] += batch.n_tgt_tokens
-        window_nonpad += batch.nonpad_fraction
-        window_loss += loss_value
-        window_steps += 1
+
+        src_tokens = sum(int(corpus.src_lens[b].sum()) for b in update)
+        seen["src"] += src_tokens
+        seen["tgt"] += n_tgt
+        window["tokens"] += n_tgt
+        window["nonpad"] += _nonpad_fraction(corpus, update)
+        window["loss"] += loss_value
+        window["steps"] += 1
         bar.update(1)
-        if step % tc.log_every == 0 or step == tc.max_steps or step % tc.valid_every == 0:
+        if main and (step % tc.log_every == 0 or step == tc.max_steps or step % tc.valid_every == 0):
             elapsed = time.perf_counter() - window_start
             row = {
                 "step": step,
                 "epoch": epoch,
-                "loss": round(window_loss / window_steps, 5),
+                "loss": round(window["loss"] / window["steps"], 5),
                 "lr": lr,
-                "tokens_per_s": round(window_tokens / elapsed, 1),
-                "nonpad_fraction": round(window_nonpad / window_steps, 4),
+                "tokens_per_s": round(window["tokens"] / elapsed, 1),
+                "nonpad_fraction": round(window["nonpad"] / window["steps"], 4),
                 "valid_loss": "",
                 "src_tokens": seen["src"],
                 "tgt_tokens": seen["tgt"],
+                "valid_bleu": "",
             }
             if step % tc.valid_every == 0 or step == tc.max_steps:
-                row["valid_loss"] = round(valid_loss(model, valid, tc.batch_tokens), 5)
-            rows.append(row)
+                row["valid_loss"] = round(valid_loss(model, valid, tc.batch_tokens, device, autocast), 5)
+                if valid_bleu is not None:
+                    row["valid_bleu"] = round(valid_bleu(model), 2)
+            log.add(row)
             bar.set_postfix(loss=row["loss"], tok_s=row["tokens_per_s"], valid=row["valid_loss"])
-            window_tokens, window_nonpad, window_loss, window_steps = 0, 0.0, 0.0, 0
+            window = {"tokens": 0, "nonpad": 0.0, "loss": 0.0, "steps": 0}
             window_start = time.perf_counter()
-        if step % tc.checkpoint_every == 0 or step == tc.max_steps:
-            _append_log(log_path, rows)
-            rows = []
-            atomic_save(checkpoint_state(), resume_path)
+        if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop_votes > 0:
+            checkpoint()
+        if stop_votes > 0 and step < tc.max_steps:
+            barrier(ranks)  # every rank leaves only once rank 0 has written last.pt
+            log.close()
+            raise Preempted(mc.name, step, resume_path)
     bar.close()
-
-    final = {
-        "model": model.state_dict(),
-        "arch": mc.arch,
-        "params": dict(mc.params),
-        "src_vocab": src_vocab,
-        "tgt_vocab": tgt_vocab,
-        "step": step,
-        "train": asdict(tc),
-    }
-    atomic_save(final, out_dir / "checkpoint.pt")
-    shutil.copyfile(log_path, out_dir / "train_log.csv")
+    log.close()
+    if main:
+        final = {
+            "model": model.state_dict(),
+            "arch": mc.arch,
+            "params": dict(mc.params),
+            "src_vocab": src_vocab,
+            "tgt_vocab": tgt_vocab,
+            "step": step,
+            "train": asdict(tc),
+        }
+        atomic_save(final, out_dir / "checkpoint.pt")
+        shutil.copyfile(resume_dir / "train_log.csv", out_dir / "train_log.csv")
+    barrier(ranks)
     return out_dir / "checkpoint.pt"
+
+
+def _nonpad_fraction(corpus: Corpus, update: list[np.ndarray]) -> float:
+    """Mean over the update's batches of real / padded (source + target) tokens."""
+    fractions = []
+    for indices in update:
+        src, tgt = corpus.src_lens[indices], corpus.tgt_lens[indices] + 1  # + <s> or </s>
+        fractions.append(float(src.sum() + tgt.sum()) / (len(indices) * (int(src.max()) + int(tgt.max()))))
+    return sum(fractions) / len(fractions)

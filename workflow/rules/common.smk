@@ -101,3 +101,9 @@ def train_slurm_extra(wildcards):
 
     res = model_resources(wildcards)
     return slurm_extra(res.slurm_extra, res.signal_s, train_runtime(wildcards))
+
+
+def translation_checkpoint(wildcards):
+    """averaged.pt for a model with train.average_last > 1, else the final checkpoint.pt."""
+    averaged = CFG.model(wildcards.model).train.average_last > 1
+    return f"{RESULTS}/{wildcards.model}/{'averaged' if averaged else 'checkpoint'}.pt"

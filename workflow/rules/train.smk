@@ -24,3 +24,20 @@ rule train:
         "attnrepro train --config {params.config:q} --model {wildcards.model:q} --tokenizer-dir {params.tokenizer_dir:q}"
         " --train {input.train:q} --valid {input.valid:q} --out-dir {params.out_dir:q}"
         " --threads {threads} > {log:q} 2>&1"
+
+
+rule average:
+    """Vaswani et al. 2017, §6.1: translate with the mean of the last train.average_last checkpoints."""
+    input:
+        checkpoint=rules.train.output.checkpoint,
+    output:
+        f"{RESULTS}/{{model}}/averaged.pt",
+    params:
+        config=RESOLVED_CONFIG,
+    log:
+        f"{RESULTS}/logs/average_{{model}}.log",
+    conda:
+        "../../envs/attnrepro.yaml"
+    shell:
+        "attnrepro average --config {params.config:q} --model {wildcards.model:q}"
+        " --checkpoint {input.checkpoint:q} --out {output:q} > {log:q} 2>&1"

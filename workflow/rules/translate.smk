@@ -2,7 +2,7 @@ rule translate:
     """Beam search over the test set; attention weights of every sentence go to attn.npz."""
     input:
         tokenizer=model_tokenizer,
-        checkpoint=f"{RESULTS}/{{model}}/checkpoint.pt",
+        checkpoint=translation_checkpoint,
         src=f"{RESULTS}/data/test.src",
     output:
         hyp=f"{RESULTS}/{{model}}/hyp.txt",
