@@ -157,14 +157,14 @@ def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, s
 
 
 def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp_path):
-    config = _test_config_with(tmp_path, max_steps=300, checkpoint_every=1000, log_every=7, valid_every=1000)
+    config = _test_config_with(tmp_path, max_steps=150, checkpoint_every=1000, log_every=7, valid_every=1000)
     subprocess.run(_train_command(config, tiny_corpus, tmp_path / "straight"), check=True, capture_output=True)
 
     stopped = tmp_path / "stopped"
     proc, output = _start_and_signal(_train_command(config, tiny_corpus, stopped), signal.SIGUSR1)
     assert proc.returncode == PREEMPTED_EXIT_CODE == 75, output
     at = load_checkpoint(stopped / "resume/last.pt")["step"]
-    assert 0 < at < 300 and f"after step {at}" in output
+    assert 0 < at < 150 and f"after step {at}" in output
     assert not (stopped / "checkpoint.pt").exists()
 
     rerun = subprocess.run(_train_command(config, tiny_corpus, stopped), capture_output=True, text=True, check=True)
