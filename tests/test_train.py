@@ -156,6 +156,7 @@ def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, s
     return proc, first + rest
 
 
+@pytest.mark.slow
 def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp_path):
     config = _test_config_with(tmp_path, max_steps=150, checkpoint_every=1000, log_every=7, valid_every=1000)
     subprocess.run(_train_command(config, tiny_corpus, tmp_path / "straight"), check=True, capture_output=True)
@@ -174,6 +175,7 @@ def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp
     assert _log_rows(stopped / "train_log.csv") == _log_rows(tmp_path / "straight/train_log.csv")
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_exits_75(tiny_corpus, tmp_path):
     config = _test_config_with(tmp_path, max_steps=5000, checkpoint_every=5000)
     proc, output = _start_and_signal(_train_command(config, tiny_corpus, tmp_path / "run"), signal.SIGTERM)
