@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from attnrepro.config import ConfigError, from_dict, load_config
+from attnrepro.models import REGISTRY
 
 from conftest import REPO
 
@@ -21,7 +22,12 @@ def _raw() -> dict:
 
 def test_shipped_configs_load_with_defaults_filled():
     cfg = load_config(REPO / "config/config.yaml")
-    assert set(cfg.models) == {"rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50"}
+    assert set(cfg.models) == {
+        "rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50",
+        "seq2seq", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer",
+    }  # fmt: skip
+    assert {m.arch for m in cfg.models.values()} == set(REGISTRY)  # every family of the history is trained
+    assert cfg.models["transformer"].train.schedule == "inverse_sqrt"
     assert cfg.models["rnnsearch30"].train.max_src_len == 30
     assert cfg.models["rnnsearch50"].train.rho == 0.95  # schema default: Bahdanau's Adadelta rho
     assert cfg.models["rnnsearch50"].label == "RNNsearch-50"

@@ -56,6 +56,8 @@ class MemNet(Seq2SeqModel):
         self.query = nn.Linear(hidden, dim)  # u^1
         self.out = nn.Linear(dim, tgt_vocab)  # W
         self.dropout = nn.Dropout(dropout)
+        for embedding in [*self.memory_embed, *self.temporal, self.tgt_embed]:
+            nn.init.normal_(embedding.weight, std=0.1)  # §4.2: Gaussian, zero mean, σ = 0.1
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         if src.size(1) > self.temporal[0].num_embeddings:
