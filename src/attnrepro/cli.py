@@ -245,6 +245,26 @@ def cmd_params(args: argparse.Namespace) -> None:
     print(count_parameters(model))
 
 
+def cmd_estimate(args: argparse.Namespace) -> None:
+    from attnrepro.estimate import estimate, format_budget, write_budget
+
+    cfg = load_config(args.config)
+    rows = [estimate(cfg, name) for name in cfg.models]
+    out = Path(args.out or f"results/{cfg.dataset}/tables/budget.csv")
+    write_budget(rows, out)
+    rates = sorted({r.throughput_tflops for r in rows})
+    print(f"{cfg.dataset}: training compute C = 6 N D at {', '.join(f'{t:g}' for t in rates)} TFLOP/s per GPU")
+    print(format_budget(rows))
+    print(f"written to {out}")
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from attnrepro.launch import main as launch
+
+    verb = args.verb[1:] if args.verb[:1] == ["--"] else args.verb
+    return launch(verb, args.gpus, allow_requeue=not args.no_requeue)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnrepro", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -344,6 +364,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
     p.add_argument("--caption", required=True)
 
+    p = verb("estimate", cmd_estimate, "parameters, training FLOPs (6 N D) and GPU-hours of every model")
+    p.add_argument("--out", help="CSV to write (default: results/{dataset}/tables/budget.csv)")
+
+    p = sub.add_parser("launch", help="run a verb on N GPUs (torchrun for N > 1); a preempted run requeues")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs of this job; > 1 starts one process per GPU")
+    p.add_argument("--no-requeue", action="store_true", help="on preemption exit 75 without scontrol requeue")
+    p.add_argument("verb", nargs=argparse.REMAINDER, help="-- VERB ARGS..., e.g. -- train --config ...")
+    p.set_defaults(func=cmd_launch)
+
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)
     p.add_argument("--src-vocab", type=int, help="default: the tokenizer's vocab_size (+ specials)")
@@ -356,11 +385,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        status = args.func(args)
     except (ConfigError, ValueError, FileNotFoundError, FloatingPointError, DownloadError) as err:
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0  # launch passes on its command's exit status
 
 
 if __name__ == "__main__":

@@ -128,6 +128,23 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class ResourcesConfig:
+    """What a model's train/translate jobs ask for: top-level `resources`, `models.NAME.resources` over it."""
+
+    threads: int = 1
+    gpu: int = 0
+    gpu_model: str | None = None
+    cpus_per_gpu: int | None = None
+    mem_mb: int = 2000
+    runtime: int | None = None  # minutes of a train job; None: the estimate (attnrepro.estimate)
+    max_runtime: int = 2880
+    translate_runtime: int = 120
+    slurm_extra: tuple[str, ...] = ()
+    signal_s: int = 600
+    throughput_tflops: float = 40.0
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     arch: str
@@ -136,6 +153,7 @@ class ModelConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     tokenizer: str = ""  # a name under `tokenizers` (from_dict resolves the default)
     search: dict[str, Any] = field(default_factory=dict)  # overrides of the top-level search
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)  # top-level, then the model's keys
 
 
 @dataclass(frozen=True)
@@ -152,14 +170,6 @@ class EvaluateConfig:
     bucket_width: int = 10
     max_len: int = 80
     n_alignments: int = 4
-
-
-@dataclass(frozen=True)
-class ResourcesConfig:
-    threads: int = 1
-    gpu: int = 0
-    mem_mb: int = 2000
-    runtime: int = 60
 
 
 @dataclass(frozen=True)
@@ -256,10 +266,16 @@ def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
     return WmtDataConfig(files=files, corpora=corpora, splits=splits, clean=_build(CleanConfig, raw["clean"]), **rest)
 
 
+def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConfig:
+    """The top-level resources with the model's own keys over them."""
+    return replace(top, **{k: tuple(v) if isinstance(v, list) else v for k, v in own.items()})
+
+
 def from_dict(raw: dict[str, Any]) -> Config:
     """Validate a config mapping and build the dataclasses; checks what the schema cannot."""
     raw = validate(copy.deepcopy(raw))
     tokenizers = {name: _build(TokenizerConfig, t) for name, t in raw["tokenizers"].items()}
+    resources = _build(ResourcesConfig, raw["resources"])
     models = {}
     for name, m in raw["models"].items():
         train = _build(TrainConfig, m["train"])
@@ -282,6 +298,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
             train=train,
             tokenizer=tokenizer,
             search=dict(m.get("search", {})),
+            resources=_model_resources(resources, m.get("resources", {})),
         )
     synthetic = _build(SyntheticDataConfig, raw["data"]["synthetic"]) if "synthetic" in raw["data"] else None
     wmt = _build_wmt(raw["data"]["wmt"]) if "wmt" in raw["data"] else None
@@ -293,7 +310,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
         wmt=wmt,
         search=_build(SearchConfig, raw["search"]),
         evaluate=_build(EvaluateConfig, raw["evaluate"]),
-        resources=_build(ResourcesConfig, raw["resources"]),
+        resources=resources,
     )
     for name, t in tokenizers.items():
         if t.train_split not in cfg.splits or not t.train_split.startswith("train"):

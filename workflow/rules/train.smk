@@ -1,5 +1,5 @@
 rule train:
-    """One model; resumes from results/{dataset}/{model}/resume/last.pt when rerun."""
+    """One model on resources.gpu GPUs; resumes from results/{dataset}/{model}/resume/last.pt when rerun."""
     input:
         tokenizer=model_tokenizer,
         train=model_encoded("train"),
@@ -12,18 +12,22 @@ rule train:
         model=lambda wildcards: config["models"][wildcards.model],
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
         out_dir=lambda wildcards, output: os.path.dirname(output.checkpoint),
-    threads: CFG.resources.threads
+    threads: lambda wildcards: model_resources(wildcards).threads
     resources:
-        mem_mb=CFG.resources.mem_mb,
-        runtime=CFG.resources.runtime,
+        gpu=lambda wildcards: model_resources(wildcards).gpu,
+        gpu_model=lambda wildcards: model_resources(wildcards).gpu_model,
+        cpus_per_gpu=lambda wildcards: model_resources(wildcards).cpus_per_gpu,
+        mem_mb=lambda wildcards: model_resources(wildcards).mem_mb,
+        runtime=train_runtime,
+        slurm_extra=train_slurm_extra,
     conda:
         "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/train_{{model}}.log",
-    shell:
-        "attnrepro train --config {params.config:q} --model {wildcards.model:q} --tokenizer-dir {params.tokenizer_dir:q}"
-        " --train {input.train:q} --valid {input.valid:q} --out-dir {params.out_dir:q}"
-        " --threads {threads} > {log:q} 2>&1"
+    shell:  # exec: the launcher replaces the shell, so SLURM's SIGTERM finds no shell to kill first
+        "exec attnrepro launch --gpus {resources.gpu} -- train --config {params.config:q} --model {wildcards.model:q}"
+        " --tokenizer-dir {params.tokenizer_dir:q} --train {input.train:q} --valid {input.valid:q}"
+        " --out-dir {params.out_dir:q} --threads {threads} > {log:q} 2>&1"
 
 
 rule average:

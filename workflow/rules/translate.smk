@@ -11,7 +11,13 @@ rule translate:
         config=RESOLVED_CONFIG,
         search=lambda wildcards: {**config["search"], **config["models"][wildcards.model].get("search", {})},
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
-    threads: CFG.resources.threads
+    threads: lambda wildcards: model_resources(wildcards).threads
+    resources:
+        gpu=lambda wildcards: min(model_resources(wildcards).gpu, 1),  # beam search runs in one process
+        gpu_model=lambda wildcards: model_resources(wildcards).gpu_model,
+        cpus_per_gpu=lambda wildcards: model_resources(wildcards).cpus_per_gpu,
+        mem_mb=lambda wildcards: model_resources(wildcards).mem_mb,
+        runtime=lambda wildcards: model_resources(wildcards).translate_runtime,
     conda:
         "../../envs/attnrepro.yaml"
     log:
