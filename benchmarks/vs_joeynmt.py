@@ -1,0 +1,539 @@
+"""Speed against Joey NMT 2.3.0, in one run, on the same models and data.
+
+    python benchmarks/vs_joeynmt.py            # ≈ 25 min on 2 quiet cores; --help for sizes
+
+1. Installs Joey NMT 2.3.0 into its own venv beside ours (`.venv-joeynmt`, git-ignored), with
+   the same torch version as ours, so both toolkits run the same kernels. It stays out of the
+   project's environment (it pins protobuf < 3.21 and pulls tensorboard, pylint, datasets ...).
+2. Writes the embedded synthetic corpus (attnrepro.data.synthetic, config defaults) as word-level
+   text files; both toolkits read the same files and build their own word vocabularies.
+3. For each model, Joey NMT then attnrepro, each in its own process with the same
+   `torch.set_num_threads`: trains the same architecture for the same number of updates with
+   the same real target tokens per update, then beam-4 decodes the test set at 32 sentences a
+   batch, `--repeats` times after a warm-up batch.
+
+   rnn:         BiGRU encoder, GRU decoder, Bahdanau (MLP) attention; emb 64, hidden 128.
+                Joey's recurrent decoder has no maxout deep output, so ours runs with
+                `maxout: 0` (a linear readout of [s_{i-1}; E y_{i-1}; c_i]) here.
+   transformer: post-norm, 3 layers, d_model 256, 4 heads, d_ff 1024, dropout 0.1, target
+                embedding tied to the softmax, inverse-square-root warm-up (Vaswani eq. 3).
+
+Training throughput is real target tokens (</s> included) per second of training-loop wall time,
+logged every `updates / windows` updates by each toolkit's own loop (Joey: its "Tokens per Sec"
+log line); the first window is warm-up, the median of the others is reported. Decoding is test
+sentences per second of the median repeat (the test split has 25 sentences in each 10-word
+bucket up to 80 words: Joey's Transformer search has no key/value cache and would take most of
+an hour on the default 800). BLEU: sacreBLEU (13a) of each toolkit's final model
+on the test set, scored here the same way for both. Peak RSS: the worker process's ru_maxrss.
+
+Writes results/benchmarks/vs_joeynmt.{csv,md} and, under results/benchmarks/vs_joeynmt/, the
+data, configs, logs and hypotheses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+JOEY_VERSION = "2.3.0"
+CSV_FIELDS = ["toolkit", "model", "train_tokens_per_s", "decode_sents_per_s", "bleu", "peak_rss_mb"]
+TOOLKITS = ("joeynmt", "attnrepro")
+MODELS = ("rnn", "transformer")
+
+
+@dataclass
+class Settings:
+    threads: int = 2
+    batch_tokens: int = 2000  # ours: padded source + target tokens per batch (token_batches)
+    updates: dict[str, int] = field(default_factory=lambda: {"rnn": 800, "transformer": 300})
+    windows: int = 6  # log points per training run; the first window is warm-up
+    repeats: int = 3  # timed decoding passes after one warm-up pass
+    beam: int = 4
+    decode_batch: int = 32
+    n_train: int = 150_000
+    test_per_bucket: int = 25  # 200 test sentences, 25 in each 10-word bucket up to 80 words
+    seed: int = 1
+
+
+# --- the two models, in each toolkit's own terms -------------------------------------------------
+
+RNN = {"emb": 64, "hidden": 128}
+TRANSFORMER = {"d_model": 256, "heads": 4, "layers": 3, "d_ff": 1024, "dropout": 0.1}
+TRANSFORMER_LR = {"factor": 0.3, "warmup": 250}  # peak lr = 0.3 * 256^-0.5 * 250^-0.5 ≈ 1.2e-3
+
+
+def ours_model(model: str) -> tuple[str, dict]:
+    if model == "rnn":
+        return "rnnsearch", {
+            "emb": RNN["emb"],
+            "hidden": RNN["hidden"],
+            "align": RNN["hidden"],
+            "maxout": 0,  # Joey NMT has no maxout deep output
+            "init": "pytorch",
+        }
+    t = TRANSFORMER
+    return "transformer", {
+        "d_model": t["d_model"],
+        "d_ff": t["d_ff"],
+        "heads": t["heads"],
+        "layers": t["layers"],
+        "dropout": t["dropout"],
+        "share_embeddings": False,  # separate source/target vocabularies; target embedding = softmax
+    }
+
+
+def ours_train_config(model: str, s: Settings):
+    from attnrepro.config import TrainConfig
+
+    common = {"batch_tokens": s.batch_tokens, "max_steps": s.updates[model], "seed": s.seed, "max_src_len": 10**6}
+    if model == "rnn":
+        return TrainConfig(optimizer="adam", lr=3e-3, eps=1e-8, schedule="constant", clip_norm=1.0, **common)
+    return TrainConfig(
+        optimizer="adam",
+        lr=TRANSFORMER_LR["factor"],
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        schedule="inverse_sqrt",
+        warmup_steps=TRANSFORMER_LR["warmup"],
+        clip_norm=0.0,
+        label_smoothing=0.1,
+        **common,
+    )
+
+
+def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch: int) -> dict:
+    side = {"level": "word", "lowercase": False, "normalize": False, "max_length": -1, "min_length": -1}
+    updates = s.updates[model]
+    log_every = max(updates // s.windows, 1)
+    training = {
+        "random_seed": s.seed,
+        "optimizer": "adam",
+        "normalization": "tokens",  # mean over real target tokens, as ours
+        "batch_size": joey_batch,
+        "batch_type": "token",
+        "batch_multiplier": 1,
+        "epochs": 1000,
+        "updates": updates,
+        "validation_freq": log_every * (updates // log_every + 1),  # never reached: no validation
+        "logging_freq": log_every,
+        "model_dir": str(model_dir),
+        "overwrite": True,
+        "shuffle": True,
+        "use_cuda": False,
+        "fp16": False,
+        "num_workers": 0,
+        "keep_best_ckpts": 1,
+        "print_valid_sents": [],
+    }
+    if model == "rnn":
+        # Joey 2.3 has no constant schedule (`scheduling` must be set) and its "plateau" passes
+        # `verbose` that torch 2.13 no longer takes: StepLR once per 10^6 epochs is constant here.
+        training |= {"learning_rate": 3e-3, "adam_betas": [0.9, 0.999], "scheduling": "decaying"}
+        training |= {"decaying_step_size": 10**6}
+        training |= {"clip_grad_norm": 1.0, "label_smoothing": 0.0, "learning_rate_min": 1e-8}
+        emb = {"embedding_dim": RNN["emb"], "scale": False}
+        model_cfg = {
+            "tied_embeddings": False,
+            "tied_softmax": False,
+            "encoder": {
+                "type": "recurrent",
+                "rnn_type": "gru",
+                "embeddings": emb,
+                "hidden_size": RNN["hidden"],
+                "bidirectional": True,
+                "num_layers": 1,
+                "dropout": 0.0,
+            },
+            "decoder": {
+                "type": "recurrent",
+                "rnn_type": "gru",
+                "embeddings": emb,
+                "hidden_size": RNN["hidden"],
+                "num_layers": 1,
+                "dropout": 0.0,
+                "hidden_dropout": 0.0,
+                "attention": "bahdanau",
+                "init_hidden": "bridge",  # s_0 from the encoder, as Bahdanau's W_s
+                "input_feeding": True,  # the attention output re-enters the recurrence
+            },
+        }
+    else:
+        t = TRANSFORMER
+        training |= {
+            "learning_rate": 1.0,
+            "learning_rate_factor": TRANSFORMER_LR["factor"],
+            "learning_rate_warmup": TRANSFORMER_LR["warmup"],
+            "learning_rate_min": 1e-8,
+            "scheduling": "noam",  # factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), as ours
+            "adam_betas": [0.9, 0.98],
+            "label_smoothing": 0.1,
+        }
+        layers = {
+            "type": "transformer",
+            "num_layers": t["layers"],
+            "num_heads": t["heads"],
+            "embeddings": {"embedding_dim": t["d_model"], "scale": True},
+            "hidden_size": t["d_model"],
+            "ff_size": t["d_ff"],
+            "dropout": t["dropout"],
+            "layer_norm": "post",
+        }
+        model_cfg = {"tied_embeddings": False, "tied_softmax": True, "encoder": layers, "decoder": dict(layers)}
+    return {
+        "name": f"vs_attnrepro_{model}",
+        "joeynmt_version": JOEY_VERSION,
+        "model_dir": str(model_dir),
+        "use_cuda": False,
+        "data": {
+            "train": str(data / "train"),
+            "dev": str(data / "valid"),
+            "test": str(data / "test"),
+            "dataset_type": "plain",
+            "src": {"lang": "src", **side},
+            "trg": {"lang": "tgt", **side},
+        },
+        "training": training,
+        "testing": {
+            "beam_size": s.beam,
+            "beam_alpha": 0,  # no length penalty, as ours (search.length_penalty 0)
+            "n_best": 1,
+            "batch_size": s.decode_batch,
+            "batch_type": "sentence",
+            "max_output_length": -1,  # 1.5 x the longest source of the batch
+            "eval_metrics": [],
+            "return_prob": "none",
+        },
+        "model": {"initializer": "xavier_uniform", "bias_initializer": "zeros", **model_cfg},
+    }
+
+
+# --- batch sizes --------------------------------------------------------------------------------
+
+
+def joey_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, seed: int) -> list[np.ndarray]:
+    """Joey 2.3's TokenBatchSampler over a random order: a batch closes once
+    (longest max(src + 1, tgt + 1)) x sentences reaches `batch_size`; no length bucketing."""
+    order = np.random.default_rng(seed).permutation(len(src_lens))
+    cost = np.maximum(src_lens, tgt_lens)[order] + 1
+    batches, start, longest = [], 0, 0
+    for pos, n_tokens in enumerate(cost):
+        longest = max(longest, n_tokens)
+        if longest * (pos - start + 1) >= batch_size:
+            batches.append(order[start : pos + 1])
+            start, longest = pos + 1, 0
+    return batches
+
+
+def joey_batch_size_for(src_lens: np.ndarray, tgt_lens: np.ndarray, target_tokens: float, seed: int) -> int:
+    """Joey's `batch_size` whose batches hold `target_tokens` real target tokens (</s> included) on average."""
+
+    def mean_target(batch_size: int) -> float:
+        return float(np.mean([(tgt_lens[b] + 1).sum() for b in joey_batches(src_lens, tgt_lens, batch_size, seed)]))
+
+    lo, hi = 1, 64
+    while mean_target(hi) < target_tokens:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if mean_target(mid) < target_tokens else (lo, mid)
+    return hi
+
+
+def ours_target_tokens_per_update(src_lens: np.ndarray, tgt_lens: np.ndarray, s: Settings) -> float:
+    from attnrepro.batching import token_batches
+
+    return float(np.mean([(tgt_lens[b] + 1).sum() for b in token_batches(src_lens, tgt_lens, s.batch_tokens, s.seed)]))
+
+
+# --- our worker ---------------------------------------------------------------------------------
+
+
+def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
+    """Train and decode with attnrepro's public pieces: the same step as attnrepro.train."""
+    import torch
+    from torch import nn
+
+    from attnrepro.batching import Corpus, collate, token_batches
+    from attnrepro.config import SearchConfig
+    from attnrepro.models import build_model, count_parameters
+    from attnrepro.search import translate_lines
+    from attnrepro.tokenize import WordVocab
+    from attnrepro.train import loss_fn, lr_at, make_optimizer
+
+    torch.set_num_threads(s.threads)
+    torch.manual_seed(s.seed)
+    src_tok, tgt_tok = WordVocab.load(work / "vocab" / "src.vocab"), WordVocab.load(work / "vocab" / "tgt.vocab")
+    corpus = Corpus.load(work / "train.npz")
+    arch, params = ours_model(model_name)
+    model = build_model(arch, len(src_tok), len(tgt_tok), params)
+    tc = ours_train_config(model_name, s)
+    optimizer = make_optimizer(model.parameters(), tc)
+    d_model = getattr(model, "d_model", None)
+    log_every = max(tc.max_steps // s.windows, 1)
+
+    model.train()
+    epoch, position = 0, 0
+    batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
+    windows, window_tokens, tgt_tokens, nonpad = [], 0, [], []
+    start = train_start = time.perf_counter()
+    for step in range(1, tc.max_steps + 1):
+        if position == len(batches):
+            epoch, position = epoch + 1, 0
+            batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
+        batch = collate(corpus, batches[position])
+        position += 1
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(tc, step, d_model)
+        loss = loss_fn(model(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, tc.label_smoothing)
+        loss_value = float(loss.detach())  # train.py reads it every step (finite check, log)
+        if not np.isfinite(loss_value):
+            raise FloatingPointError(f"{model_name}: loss {loss_value} at update {step}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if tc.clip_norm > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)
+        optimizer.step()
+        window_tokens += batch.n_tgt_tokens
+        tgt_tokens.append(batch.n_tgt_tokens)
+        nonpad.append(batch.nonpad_fraction)
+        if step % log_every == 0:
+            now = time.perf_counter()
+            windows.append((step, window_tokens / (now - start)))
+            window_tokens, start = 0, now
+    train_wall_s = time.perf_counter() - train_start
+
+    lines = (work / "data" / "test.src").read_text(encoding="utf-8").splitlines()
+    sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
+    warm_up = (work / "data" / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
+    translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
+    seconds = []
+    for _ in range(s.repeats):
+        start = time.perf_counter()
+        hypotheses = translate_lines(model, src_tok, tgt_tok, lines, sc)
+        seconds.append(time.perf_counter() - start)
+    hyp_path.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "params": count_parameters(model),
+        "train_windows": windows,
+        "train_wall_s": train_wall_s,
+        "updates": len(tgt_tokens),
+        "tgt_tokens_per_update": float(np.mean(tgt_tokens)),
+        "nonpad_fraction": float(np.mean(nonpad)),
+        "decode_seconds": seconds,
+        "n_test": len(hypotheses),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+# --- orchestration ------------------------------------------------------------------------------
+
+
+def ensure_joey_venv(venv: Path) -> Path:
+    """`venv`/bin/python with joeynmt==2.3.0 and our torch version; created on first use."""
+    import torch
+
+    python = venv / "bin" / "python"
+    versions = "import importlib.metadata as m, joeynmt, torch; print(m.version('joeynmt'), torch.__version__)"
+    check = [str(python), "-c", versions]
+    wanted = f"{JOEY_VERSION} {torch.__version__}"
+    if python.exists():
+        found = subprocess.run(check, capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip() == wanted:
+            return python
+    print(f"installing Joey NMT {JOEY_VERSION} into {venv} (a few minutes) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet"]
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"  # the same kernels as ours
+    subprocess.run(pip + [torch_pin], check=True)
+    # importlib_metadata: joeynmt imports it; sentencepiece <= 0.2.1: what its tokenizer path was built on
+    joey = [f"joeynmt=={JOEY_VERSION}", "importlib_metadata", "sentencepiece<=0.2.1", torch_pin]
+    subprocess.run(pip + joey, check=True)
+    found = subprocess.run(check, capture_output=True, text=True, check=True)
+    if found.stdout.split()[0] != JOEY_VERSION:
+        raise RuntimeError(f"{venv}: expected joeynmt {JOEY_VERSION}, found {found.stdout.strip()}")
+    return python
+
+
+def prepare_data(work: Path, s: Settings) -> dict:
+    """The embedded synthetic corpus as text (both toolkits) + our word vocabularies and encoding."""
+    from attnrepro.config import SyntheticDataConfig
+    from attnrepro.data.synthetic import write_splits
+    from attnrepro.tokenize import WordVocab, encode_corpus
+
+    cfg = SyntheticDataConfig(seed=s.seed, n_train=s.n_train, test_per_bucket=s.test_per_bucket)
+    stamp = work / "data" / "settings.json"
+    if not stamp.exists() or json.loads(stamp.read_text()) != asdict(cfg):
+        write_splits(cfg, work / "data")
+        (work / "vocab").mkdir(parents=True, exist_ok=True)
+        for side in ("src", "tgt"):  # every training word: the whole synthetic vocabulary, as Joey's
+            with open(work / "data" / f"train.{side}", encoding="utf-8") as f:
+                WordVocab.build(f, vocab_size=10**6).save(work / "vocab" / f"{side}.vocab")
+        src_tok, tgt_tok = (WordVocab.load(work / "vocab" / f"{side}.vocab") for side in ("src", "tgt"))
+        encode_corpus(src_tok, tgt_tok, work / "data" / "train.src", work / "data" / "train.tgt", work / "train.npz")
+        stamp.write_text(json.dumps(asdict(cfg)))
+    return asdict(cfg)
+
+
+def run_worker(command: list[str], log: Path) -> dict:
+    load_before = os.getloadavg()[0]
+    with open(log, "w") as f:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=f, text=True)
+    f_out = done.stdout.strip().splitlines()
+    log.with_suffix(".stdout").write_text(done.stdout)
+    if done.returncode != 0 or not f_out:
+        raise RuntimeError(f"{' '.join(command)} failed (exit {done.returncode}); see {log}")
+    result = json.loads(f_out[-1])
+    result["load_avg"] = [load_before, os.getloadavg()[0]]
+    return result
+
+
+def summarise(toolkit: str, model: str, result: dict, hyp: Path, ref: Path) -> dict:
+    import sacrebleu
+
+    rates = [rate for _, rate in result["train_windows"]]
+    if len(rates) < 4:
+        raise RuntimeError(f"{toolkit} {model}: {len(rates)} training windows; need a warm-up and >= 3 more")
+    hyps = hyp.read_text(encoding="utf-8").splitlines()
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    if len(hyps) != len(refs):
+        raise RuntimeError(f"{hyp}: {len(hyps)} hypotheses for {len(refs)} references in {ref}")
+    return {
+        "toolkit": toolkit,
+        "model": model,
+        "train_tokens_per_s": round(statistics.median(rates[1:]), 1),  # first window: warm-up
+        "decode_sents_per_s": round(result["n_test"] / statistics.median(result["decode_seconds"]), 2),
+        "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+        "peak_rss_mb": round(result["peak_rss_mb"], 1),
+    }
+
+
+def write_tables(rows: list[dict], details: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    md = ["| " + " | ".join(CSV_FIELDS) + " |", "|" + "---|" * len(CSV_FIELDS)]
+    md += ["| " + " | ".join(str(r[k]) for k in CSV_FIELDS) + " |" for r in rows]
+    md += ["", "| model | train speed-up | decode speed-up | BLEU ours - Joey |", "|---|---|---|---|"]
+    by = {(r["toolkit"], r["model"]): r for r in rows}
+    for model in dict.fromkeys(r["model"] for r in rows):
+        ours, joey = by.get(("attnrepro", model)), by.get(("joeynmt", model))
+        if ours and joey:
+            md.append(
+                f"| {model} | {ours['train_tokens_per_s'] / joey['train_tokens_per_s']:.2f}x"
+                f" | {ours['decode_sents_per_s'] / joey['decode_sents_per_s']:.2f}x"
+                f" | {ours['bleu'] - joey['bleu']:+.2f} |"
+            )
+    md += ["", "| toolkit | model | params | updates | target tokens/update | train tok/s per window | "
+           "decode s per pass | load avg (before, after) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (toolkit, model), r in details["runs"].items():
+        md.append(
+            f"| {toolkit} | {model} | {r['params']:,} | {r['updates']} | {r['tgt_tokens_per_update']:.0f} | "
+            + ", ".join(f"{rate:.0f}" for _, rate in r["train_windows"])
+            + " | "
+            + ", ".join(f"{t:.1f}" for t in r["decode_seconds"])
+            + f" | {r['load_avg'][0]:.2f}, {r['load_avg'][1]:.2f} |"
+        )
+    md += ["", f"Run {details['date']} on {details['machine']}; torch {details['torch']}, "
+           f"{details['settings']['threads']} threads for both toolkits. "
+           f"Settings: `{json.dumps(details['settings'])}`. The first training window of each run is warm-up; the table reports the median of the others "
+           "and the median decoding pass (after one warm-up batch)."]  # fmt: skip
+    out.with_suffix(".md").write_text("\n".join(md) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "vs_joeynmt")
+    ap.add_argument("--joey-venv", type=Path, default=ROOT / ".venv-joeynmt")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--toolkits", nargs="+", choices=TOOLKITS, default=list(TOOLKITS))
+    ap.add_argument("--threads", type=int, default=Settings.threads)
+    ap.add_argument("--rnn-updates", type=int, default=Settings().updates["rnn"])
+    ap.add_argument("--transformer-updates", type=int, default=Settings().updates["transformer"])
+    ap.add_argument("--repeats", type=int, default=Settings.repeats)
+    ap.add_argument("--n-train", type=int, default=Settings.n_train)
+    ap.add_argument("--test-per-bucket", type=int, default=Settings.test_per_bucket)
+    ap.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)  # internal: our side of one model
+    args = ap.parse_args(argv)
+    s = Settings(
+        threads=args.threads,
+        updates={"rnn": args.rnn_updates, "transformer": args.transformer_updates},
+        repeats=args.repeats,
+        n_train=args.n_train,
+        test_per_bucket=args.test_per_bucket,
+    )
+    work = args.out
+    if args.worker:
+        print(json.dumps(run_ours(args.worker, work, s, work / "hyp" / f"attnrepro_{args.worker}.txt")))
+        return
+
+    import torch
+
+    from attnrepro.batching import Corpus
+
+    work.mkdir(parents=True, exist_ok=True)
+    for sub in ("hyp", "logs", "joeynmt"):
+        (work / sub).mkdir(exist_ok=True)
+    joey_python = ensure_joey_venv(args.joey_venv) if "joeynmt" in args.toolkits else None
+    data_cfg = prepare_data(work, s)
+    corpus = Corpus.load(work / "train.npz")
+    target = ours_target_tokens_per_update(corpus.src_lens, corpus.tgt_lens, s)
+    joey_batch = joey_batch_size_for(corpus.src_lens, corpus.tgt_lens, target, s.seed)
+    print(f"{target:.0f} target tokens per update: ours batch_tokens {s.batch_tokens}, Joey batch_size {joey_batch}")
+
+    import yaml
+
+    rows, runs = [], {}
+    settings = asdict(s) | {"joey_batch_size": joey_batch, "data": data_cfg}
+    for model in args.models:
+        for toolkit in args.toolkits:
+            hyp = work / "hyp" / f"{toolkit}_{model}.txt"
+            if toolkit == "joeynmt":
+                cfg_path = work / "joeynmt" / f"{model}.yaml"
+                cfg = joey_config(model, s, work / "data", work / "joeynmt" / model, joey_batch)
+                cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+                command = [str(joey_python), str(ROOT / "benchmarks" / "joeynmt_worker.py"), str(cfg_path)]
+                command += ["--threads", str(s.threads), "--repeats", str(s.repeats), "--hyp", str(hyp)]
+            else:
+                command = [sys.executable, str(Path(__file__).resolve()), "--worker", model, "--out", str(work)]
+                command += ["--threads", str(s.threads), "--repeats", str(s.repeats)]
+                command += ["--rnn-updates", str(s.updates["rnn"]), "--transformer-updates"]
+                command += [str(s.updates["transformer"]), "--n-train", str(s.n_train)]
+                command += ["--test-per-bucket", str(s.test_per_bucket)]
+            print(f"{toolkit} {model}: training {s.updates[model]} updates, then decoding ...", flush=True)
+            result = run_worker(command, work / "logs" / f"{toolkit}_{model}.log")
+            runs[(toolkit, model)] = result
+            rows.append(summarise(toolkit, model, result, hyp, work / "data" / "test.tgt"))
+            print(json.dumps(rows[-1]), flush=True)
+    details = {
+        "date": date.today().isoformat(),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "torch": torch.__version__,
+        "settings": settings,
+        "runs": runs,
+    }
+    write_tables(rows, details, work.parent / "vs_joeynmt")
+    details["runs"] = {f"{t}/{m}": r for (t, m), r in runs.items()}
+    (work.parent / "vs_joeynmt.json").write_text(json.dumps(details, indent=1))
+    print((work.parent / "vs_joeynmt.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
