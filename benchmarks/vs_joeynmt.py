@@ -453,8 +453,9 @@ def write_tables(rows: list[dict], details: dict, out: Path) -> None:
         )
     md += ["", f"Run {details['date']} on {details['machine']}; torch {details['torch']}, "
            f"{details['settings']['threads']} threads for both toolkits. "
-           f"Settings: `{json.dumps(details['settings'])}`. The first training window of each run is warm-up; the table reports the median of the others "
-           "and the median decoding pass (after one warm-up batch)."]  # fmt: skip
+           f"Settings: `{json.dumps(details['settings'])}`. The first training window of each run is "
+           "warm-up; the table reports the median of the others and the median decoding pass "
+           "(after one warm-up batch)."]  # fmt: skip
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
 
 
