@@ -57,8 +57,12 @@ def beam_search(
     prev = torch.full((rows,), BOS, dtype=torch.long)
     finished = torch.zeros(rows, dtype=torch.bool)
     lengths = torch.zeros(rows)
-    tokens = torch.empty(rows, 0, dtype=torch.long)  # (rows, step)
-    attention: Tensor | None = None  # (rows, step, src_len)
+    # Back-pointers, one entry per step: the token each row emitted, the row it extended, and the
+    # attention of the rows before the reordering. The best hypotheses are traced back once at the
+    # end, so no step copies the whole history (which would cost O(step x src_len) per step).
+    step_tokens: list[Tensor] = []  # (rows,) each
+    step_origins: list[Tensor] = []  # (rows,) each
+    step_attention: list[Tensor] = []  # (rows, src_len) each
     row_max = max_lens.repeat_interleave(beam)
     block = torch.arange(batch)[:, None] * beam  # first row of each sentence
 
@@ -80,28 +84,45 @@ def beam_search(
         was_finished = finished[origin]
         lengths = lengths[origin] + (~was_finished).float()
         finished = was_finished | (token == EOS)
-        tokens = torch.cat([tokens[origin], token[:, None]], 1)
+        step_tokens.append(token)
+        step_origins.append(origin)
         if attn is not None:
-            attn = attn.index_select(0, origin)[:, None]
-            attention = attn if attention is None else torch.cat([attention.index_select(0, origin), attn], 1)
+            step_attention.append(attn)
         prev = token
         if bool(finished.all()):
             break
 
     best = (scores / length_penalty(lengths.view(batch, beam), alpha)).argmax(1)  # (batch,)
+    best_rows = block[:, 0] + best
+    tokens, attention = _trace_back(best_rows, step_tokens, step_origins, step_attention)
+    n_tokens, best_scores, src_lens = (
+        lengths[best_rows].long().tolist(),
+        scores[torch.arange(batch), best],
+        src_mask.sum(1),
+    )
     hypotheses = []
     for b in range(batch):
-        row = int(block[b, 0] + best[b])
-        n = int(lengths[row])
-        seq = tokens[row, :n].tolist()
+        seq = tokens[b, : n_tokens[b]].tolist()
         if seq and seq[-1] == EOS:
             seq = seq[:-1]
-        weights = None
-        if attention is not None:
-            src_len = int(src_mask[b].sum())
-            weights = attention[row, : len(seq), :src_len].numpy()
-        hypotheses.append(Hypothesis(seq, float(scores[b, best[b]]), weights))
+        weights = None if attention is None else attention[b, : len(seq), : int(src_lens[b])].numpy()
+        hypotheses.append(Hypothesis(seq, float(best_scores[b]), weights))
     return hypotheses
+
+
+def _trace_back(
+    rows: Tensor, step_tokens: list[Tensor], step_origins: list[Tensor], step_attention: list[Tensor]
+) -> tuple[Tensor, Tensor | None]:
+    """Follow the back-pointers from final `rows` (batch,): tokens (batch, steps), attention (batch, steps, src_len)."""
+    steps = len(step_tokens)
+    tokens = torch.empty(rows.size(0), steps, dtype=torch.long)
+    attention = torch.empty(rows.size(0), steps, step_attention[0].size(1)) if step_attention else None
+    for t in reversed(range(steps)):
+        tokens[:, t] = step_tokens[t][rows]
+        rows = step_origins[t][rows]  # the row this one extended: its attention was computed there
+        if attention is not None:
+            attention[:, t] = step_attention[t][rows]
+    return tokens, attention
 
 
 def _only(token: int, vocab: int) -> Tensor:

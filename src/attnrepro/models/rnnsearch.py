@@ -30,7 +30,8 @@ class AdditiveAttention(nn.Module):
         return {"keys": self.U_a(annotations)}  # U_a h_j, computed once per sentence (App. A.1.2)
 
     def forward(self, memory: Memory, s_prev: Tensor, step: Tensor) -> Tensor:
-        energies = self.v_a(torch.tanh(self.W_a(s_prev)[:, None] + memory["keys"])).squeeze(-1)  # eq. (6)
+        hidden = torch.tanh_(self.W_a(s_prev)[:, None] + memory["keys"])  # in place on the fresh sum
+        energies = self.v_a(hidden).squeeze(-1)  # eq. (6)
         return masked_softmax(energies, memory["src_mask"])  # (batch, src_len)
 
 
