@@ -26,11 +26,13 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     return weights @ v, weights
 
 
-def sinusoidal_positions(length: int, d_model: int, offset: int = 0) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), §3.5; (length, d_model)."""
-    pos = torch.arange(offset, offset + length, dtype=torch.float)[:, None]
-    rates = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float) * (-math.log(10000.0) / d_model))
-    pe = torch.zeros(length, d_model)
+def sinusoidal_positions(length: int, d_model: int, offset: int = 0, device: torch.device | None = None) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), §3.5; (length, d_model).
+
+    Built on `device` itself: no host-to-device copy in every forward and decoder step."""
+    pos = torch.arange(offset, offset + length, dtype=torch.float, device=device)[:, None]
+    rates = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float, device=device) * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(length, d_model, device=device)
     pe[:, 0::2] = torch.sin(pos * rates)
     pe[:, 1::2] = torch.cos(pos * rates)
     return pe
@@ -114,7 +116,7 @@ class Transformer(Seq2SeqModel):
         self.dropout = nn.Dropout(dropout)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        pe = sinusoidal_positions(tokens.size(1), self.d_model, offset).to(tokens.device)
+        pe = sinusoidal_positions(tokens.size(1), self.d_model, offset, tokens.device)
         return self.dropout(embedding(tokens) * math.sqrt(self.d_model) + pe)  # §3.4, §3.5, §5.4
 
     def logits(self, x: Tensor) -> Tensor:
