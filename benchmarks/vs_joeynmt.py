@@ -140,10 +140,11 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
         "print_valid_sents": [],
     }
     if model == "rnn":
-        # Joey 2.3 has no constant schedule (`scheduling` must be set) and its "plateau" passes
-        # `verbose` that torch 2.13 no longer takes: StepLR once per 10^6 epochs is constant here.
-        training |= {"learning_rate": 3e-3, "adam_betas": [0.9, 0.999], "scheduling": "decaying"}
-        training |= {"decaying_step_size": 10**6}
+        # Joey 2.3 has no constant schedule (`scheduling` must be set), its "plateau" passes `verbose`
+        # that torch 2.13 no longer takes, and "decaying" ignores `decaying_step_size` (StepLR(1) cuts
+        # the rate 10x at epoch 1): ExponentialLR with gamma 1 is the constant rate ours uses.
+        training |= {"learning_rate": 3e-3, "adam_betas": [0.9, 0.999], "scheduling": "exponential"}
+        training |= {"decrease_factor": 1.0}
         training |= {"clip_grad_norm": 1.0, "label_smoothing": 0.0, "learning_rate_min": 1e-8}
         emb = {"embedding_dim": RNN["emb"], "scale": False}
         model_cfg = {
@@ -174,7 +175,9 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
     else:
         t = TRANSFORMER
         training |= {
-            "learning_rate": 1.0,
+            # Joey's first update runs at `learning_rate`, the scheduler sets the rate after each
+            # update: start at the rate of update 1 of the same schedule.
+            "learning_rate": TRANSFORMER_LR["factor"] * t["d_model"] ** -0.5 * TRANSFORMER_LR["warmup"] ** -1.5,
             "learning_rate_factor": TRANSFORMER_LR["factor"],
             "learning_rate_warmup": TRANSFORMER_LR["warmup"],
             "learning_rate_min": 1e-8,
