@@ -67,6 +67,7 @@ class Settings:
     n_train: int = 150_000
     test_per_bucket: int = 25  # 200 test sentences, 25 in each 10-word bucket up to 80 words
     seed: int = 1
+    rnn_maxout: int = 0  # ours' deep-output width for the rnn (0: a linear readout)
 
 
 # --- the two models, in each toolkit's own terms -------------------------------------------------
@@ -76,13 +77,13 @@ TRANSFORMER = {"d_model": 256, "heads": 4, "layers": 3, "d_ff": 1024, "dropout":
 TRANSFORMER_LR = {"factor": 0.3, "warmup": 250}  # peak lr = 0.3 * 256^-0.5 * 250^-0.5 ≈ 1.2e-3
 
 
-def ours_model(model: str) -> tuple[str, dict]:
+def ours_model(model: str, s: Settings) -> tuple[str, dict]:
     if model == "rnn":
         return "rnnsearch", {
             "emb": RNN["emb"],
             "hidden": RNN["hidden"],
             "align": RNN["hidden"],
-            "maxout": 0,  # Joey NMT has no maxout deep output
+            "maxout": s.rnn_maxout,
             "init": "pytorch",
         }
     t = TRANSFORMER
@@ -281,7 +282,7 @@ def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
     torch.manual_seed(s.seed)
     src_tok, tgt_tok = WordVocab.load(work / "vocab" / "src.vocab"), WordVocab.load(work / "vocab" / "tgt.vocab")
     corpus = Corpus.load(work / "train.npz")
-    arch, params = ours_model(model_name)
+    arch, params = ours_model(model_name, s)
     model = build_model(arch, len(src_tok), len(tgt_tok), params)
     tc = ours_train_config(model_name, s)
     optimizer = make_optimizer(model.parameters(), tc)
@@ -474,6 +475,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=Settings.repeats)
     ap.add_argument("--n-train", type=int, default=Settings.n_train)
     ap.add_argument("--test-per-bucket", type=int, default=Settings.test_per_bucket)
+    ap.add_argument("--rnn-maxout", type=int, default=Settings.rnn_maxout)
     ap.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)  # internal: our side of one model
     args = ap.parse_args(argv)
     s = Settings(
@@ -482,6 +484,7 @@ def main(argv: list[str] | None = None) -> None:
         repeats=args.repeats,
         n_train=args.n_train,
         test_per_bucket=args.test_per_bucket,
+        rnn_maxout=args.rnn_maxout,
     )
     work = args.out
     if args.worker:
@@ -520,7 +523,7 @@ def main(argv: list[str] | None = None) -> None:
                 command += ["--threads", str(s.threads), "--repeats", str(s.repeats)]
                 command += ["--rnn-updates", str(s.updates["rnn"]), "--transformer-updates"]
                 command += [str(s.updates["transformer"]), "--n-train", str(s.n_train)]
-                command += ["--test-per-bucket", str(s.test_per_bucket)]
+                command += ["--test-per-bucket", str(s.test_per_bucket), "--rnn-maxout", str(s.rnn_maxout)]
             print(f"{toolkit} {model}: training {s.updates[model]} updates, then decoding ...", flush=True)
             result = run_worker(command, work / "logs" / f"{toolkit}_{model}.log")
             runs[(toolkit, model)] = result
