@@ -24,6 +24,8 @@ rule train:
         "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/train_{{model}}.log",
+    benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake
+        f"{RESULTS}/benchmarks/train_{{model}}.tsv"
     shell:  # exec: the launcher replaces the shell, so SLURM's SIGTERM finds no shell to kill first
         "exec attnrepro launch --gpus {resources.gpu} -- train --config {params.config:q} --model {wildcards.model:q}"
         " --tokenizer-dir {params.tokenizer_dir:q} --train {input.train:q} --valid {input.valid:q}"

@@ -22,6 +22,8 @@ rule translate:
         "../../envs/attnrepro.yaml"
     log:
         f"{RESULTS}/logs/translate_{{model}}.log",
+    benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake
+        f"{RESULTS}/benchmarks/translate_{{model}}.tsv"
     shell:
         "attnrepro translate --config {params.config:q} --model {wildcards.model:q} --checkpoint {input.checkpoint:q}"
         " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --out {output.hyp:q}"
