@@ -1,6 +1,6 @@
 """Speed against Joey NMT 2.3.0, in one run, on the same models and data.
 
-    python benchmarks/vs_joeynmt.py            # ≈ 25 min on 2 quiet cores; --help for sizes
+    python benchmarks/vs_joeynmt.py            # ≈ 35 min on 2 quiet cores; --help for sizes
 
 1. Installs Joey NMT 2.3.0 into its own venv beside ours (`.venv-joeynmt`, git-ignored), with
    the same torch version as ours, so both toolkits run the same kernels. It stays out of the
