@@ -58,7 +58,9 @@ def test_the_signal_comes_at_most_a_quarter_of_the_time_limit_early():
 
 @pytest.mark.slow
 def test_a_hostile_config_string_is_an_argument_to_torchrun_workers_not_a_command(tmp_path):
-    """gpus=2 starts torchrun with two workers; each receives the string as a file name."""
+    """gpus=2 starts torchrun with two workers; they receive the string as a file name.
+
+    torchrun stops the other worker as soon as one fails, so only the first error is sure to print."""
     config = tmp_path / f"{HOSTILE}.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "attnrepro.cli", "launch", "--gpus", "2", "--", "train", "--config", str(config)]
@@ -70,7 +72,7 @@ def test_a_hostile_config_string_is_an_argument_to_torchrun_workers_not_a_comman
     )
     assert done.returncode != 0
     assert "--nproc-per-node=2" in done.stdout
-    assert done.stderr.count(f"{config.name}") >= 2  # both workers named the file they could not read
+    assert config.name in done.stderr  # a worker named the file it could not read
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no PWNED_* file: nothing was executed
 
 
