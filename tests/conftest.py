@@ -35,6 +35,18 @@ def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
     return model.eval()
 
 
+def rnnsearch10_config(tmp_path: Path, **train) -> Path:
+    """config/test.yaml reduced to its rnnsearch10 model, `train` keys overridden, written to tmp_path."""
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["models"] = {"rnnsearch10": raw["models"]["rnnsearch10"]}
+    raw["models"]["rnnsearch10"]["train"].update(train)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    return config
+
+
 @pytest.fixture(params=sorted(TINY_PARAMS))
 def arch(request) -> str:
     return request.param

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from attnrepro.launch import slurm_extra, verb_command
 from attnrepro.train import PREEMPTED_EXIT_CODE, load_checkpoint
 
-from conftest import REPO
+from conftest import rnnsearch10_config
 
 HOSTILE = "x$(touch PWNED_SUBST)y;touch PWNED_SEMI`touch PWNED_TICK`"  # what a shell would execute
 
@@ -87,10 +86,7 @@ def _train_command(config: Path, corpus: Path, out: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_signal_to_the_launcher_checkpoints_exits_75_and_the_rerun_ends_with_the_same_weights(tiny_corpus, tmp_path):
-    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
-    raw["models"]["rnnsearch10"]["train"].update(max_steps=120, checkpoint_every=40, valid_every=1000)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config = rnnsearch10_config(tmp_path, max_steps=120, checkpoint_every=40, valid_every=1000)
     straight = tmp_path / "straight"
     subprocess.run(_train_command(config, tiny_corpus, straight), check=True, capture_output=True, timeout=600)
 
@@ -121,10 +117,7 @@ def test_a_signal_to_the_launcher_checkpoints_exits_75_and_the_rerun_ends_with_t
 @pytest.mark.slow
 def test_without_a_requeueable_job_the_launcher_still_exits_75(tiny_corpus, tmp_path):
     """SLURM_JOB_ID of no job: scontrol does not know it (or is absent); the exit status stays 75."""
-    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
-    raw["models"]["rnnsearch10"]["train"].update(max_steps=100000, checkpoint_every=10, valid_every=100000)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config = rnnsearch10_config(tmp_path, max_steps=100000, checkpoint_every=10, valid_every=100000)
     env = {**os.environ, "SLURM_JOB_ID": "999999999"}
     proc = subprocess.Popen(
         _train_command(config, tiny_corpus, tmp_path / "out"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env

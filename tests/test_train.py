@@ -23,7 +23,7 @@ from attnrepro.tokenize import load_tokenizer
 from attnrepro.train import PREEMPTED_EXIT_CODE, atomic_save, batches_per_update, load_checkpoint, lr_at, train
 from attnrepro.validation import ValidBleu
 
-from conftest import REPO
+from conftest import REPO, rnnsearch10_config
 
 DROPOUT_TRANSFORMER = {"d_model": 16, "d_ff": 32, "heads": 2, "layers": 2, "dropout": 0.3, "share_embeddings": False}
 
@@ -136,15 +136,6 @@ def _train_command(config: Path, corpus: Path, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _test_config_with(tmp_path: Path, **train) -> Path:
-    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
-    raw["models"] = {"rnnsearch10": raw["models"]["rnnsearch10"]}
-    raw["models"]["rnnsearch10"]["train"].update(train)
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    return config
-
-
 def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, str]:
     """Start training, send `sig` once its loop is about to run, return the finished process and its output."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -158,7 +149,7 @@ def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, s
 
 @pytest.mark.slow
 def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp_path):
-    config = _test_config_with(tmp_path, max_steps=150, checkpoint_every=1000, log_every=7, valid_every=1000)
+    config = rnnsearch10_config(tmp_path, max_steps=150, checkpoint_every=1000, log_every=7, valid_every=1000)
     subprocess.run(_train_command(config, tiny_corpus, tmp_path / "straight"), check=True, capture_output=True)
 
     stopped = tmp_path / "stopped"
@@ -177,7 +168,7 @@ def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp
 
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_exits_75(tiny_corpus, tmp_path):
-    config = _test_config_with(tmp_path, max_steps=5000, checkpoint_every=5000)
+    config = rnnsearch10_config(tmp_path, max_steps=5000, checkpoint_every=5000)
     proc, output = _start_and_signal(_train_command(config, tiny_corpus, tmp_path / "run"), signal.SIGTERM)
     assert proc.returncode == 75, output
     assert "received SIGTERM" in output
@@ -237,7 +228,7 @@ def _snakemake(workdir: Path, config: Path, *extra: str) -> list[str]:
 @pytest.mark.slow
 def test_kill_9_of_the_snakemake_tree_then_rerun_is_bit_identical(tmp_path):
     """SIGKILL snakemake and its jobs after the first checkpoint; `--unlock` and the same command finish the run."""
-    config = _test_config_with(tmp_path, max_steps=200, checkpoint_every=5, log_every=1, valid_every=100)
+    config = rnnsearch10_config(tmp_path, max_steps=200, checkpoint_every=5, log_every=1, valid_every=100)
     workdir = tmp_path / "work"
     out = workdir / "results/synthetic_test/rnnsearch10"
     proc = subprocess.Popen(_snakemake(workdir, config), start_new_session=True, stdout=subprocess.DEVNULL,
