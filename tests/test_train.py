@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -291,3 +292,24 @@ def test_new_train_keys_default_to_the_embedded_behaviour_and_are_validated():
     raw["models"]["rnnsearch10"]["train"]["precision"] = "fp16"
     with pytest.raises(Exception, match="fp16"):
         from_dict(raw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first", ["rnnencdec20", "rnnsearch10"])
+def test_snakemake_starts_the_train_job_of_higher_resources_priority_first(tmp_path, first):
+    """The embedded config gives its longest trainings the highest priority; one core shows the order."""
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    for name, spec in raw["models"].items():
+        spec["resources"] = {"priority": 1 if name == first else 0}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    targets = [f"results/synthetic_test/{name}/checkpoint.pt" for name in raw["models"]]
+    command = [sys.executable, "-m", "snakemake", *targets, "--snakefile", str(REPO / "Snakefile")]
+    out = subprocess.run(
+        command + ["--directory", str(tmp_path / "work"), "--cores", "1", "--configfile", str(config)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    started = re.findall(r"rule train:\n(?:.*\n)*?\s+wildcards: model=(\w+)", out.stdout + out.stderr)
+    assert started[0] == first and sorted(started) == sorted(raw["models"])

@@ -13,6 +13,7 @@ rule train:
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
         out_dir=lambda wildcards, output: os.path.dirname(output.checkpoint),
     threads: lambda wildcards: model_resources(wildcards).threads
+    priority: lambda wildcards: model_resources(wildcards).priority
     resources:
         gpu=lambda wildcards: model_resources(wildcards).gpu,
         gpu_model=lambda wildcards: model_resources(wildcards).gpu_model,

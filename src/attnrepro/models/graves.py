@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
-from attnrepro.models.layers import DeepOutput, run_packed
+from attnrepro.models.layers import DeepOutput, ReadGRUCell, run_packed
 
 
 class _ReadHeadDecoder(Seq2SeqModel):
@@ -32,7 +32,7 @@ class _ReadHeadDecoder(Seq2SeqModel):
         self.tgt_embed = nn.Embedding(tgt_vocab, emb, padding_idx=self.pad_id)
         self.encoder = nn.GRU(emb, hidden, batch_first=True, bidirectional=True)
         self.init_proj = nn.Linear(hidden, hidden)  # s_0 = tanh(W_s ←h_1), as RNNsearch
-        self.decoder = nn.GRUCell(emb + 2 * hidden, hidden)  # input [E y_{t-1}; r_{t-1}]
+        self.decoder = ReadGRUCell(emb + 2 * hidden, hidden)  # input [E y_{t-1}; r_{t-1}]
         self.readout = DeepOutput(hidden + emb + 2 * hidden, maxout, tgt_vocab)
         self.dropout = nn.Dropout(dropout)
 
@@ -66,12 +66,19 @@ class _ReadHeadDecoder(Seq2SeqModel):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         memory = self.encode(src, src_mask)
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
+        y_proj, h_proj = self.decoder.project(y_prev, memory["annotations"])  # once per batch, not per step
         state = self.init_state(memory)
-        features = []
-        for t in range(tgt_in.size(1)):
-            feature, _, state = self._step(memory, state, y_prev[:, t])
-            features.append(feature)
-        return self.readout(self.dropout(torch.stack(features, 1)))  # (batch, tgt_len, vocab)
+        s, head = state["s"], {k: v for k, v in state.items() if k not in ("s", "read")}
+        weights = torch.zeros_like(memory["src_mask"], dtype=s.dtype)  # r_0 = 0: nothing read yet
+        states, all_weights = [], []
+        for y_t in y_proj.unbind(1):  # the steps of `_step`, with r_{t-1} entering through its weights
+            s = self.decoder.step(self.decoder.read_input(y_t, h_proj, weights), s)
+            weights, head = self.address(memory, s, head)
+            states.append(s)
+            all_weights.append(weights)
+        reads = torch.bmm(torch.stack(all_weights, 1), memory["annotations"])  # every r_t = Σ_u w_t(u) h_u
+        features = torch.cat([torch.stack(states, 1), y_prev, reads], -1)
+        return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)
 
 
 def gaussian_window(alpha: Tensor, beta: Tensor, kappa: Tensor, src_mask: Tensor) -> Tensor:
@@ -106,6 +113,14 @@ class GravesWindow(_ReadHeadDecoder):
         return phi, {"kappa": kappa}
 
 
+def circular_shift_index(src_mask: Tensor) -> Tensor:
+    """(batch, 3 * src_len) gather index: w(i - o) for o = -1, 0, +1, circular over each sentence's length."""
+    lengths = src_mask.sum(1, keepdim=True).clamp(min=1)[:, None]  # (batch, 1, 1)
+    positions = torch.arange(src_mask.size(1), device=src_mask.device)  # (src_len,)
+    offsets = torch.tensor([-1, 0, 1], device=src_mask.device)[:, None]  # (3, 1)
+    return torch.remainder(positions - offsets, lengths).flatten(1)
+
+
 def ntm_address(
     unit_memory: Tensor,
     src_mask: Tensor,
@@ -115,23 +130,22 @@ def ntm_address(
     gate: Tensor,
     shift: Tensor,
     gamma: Tensor,
+    shift_index: Tensor | None = None,
 ) -> Tensor:
     """NTM read weights (Graves et al. 2014, §3.3), circular over each sentence's real length.
 
     unit_memory (batch, src_len, dim): the memory rows scaled to unit norm, once per sentence;
     prev_weights (batch, src_len); key (batch, dim); beta, gate, gamma (batch,); shift (batch, 3)
-    over offsets (-1, 0, +1).
+    over offsets (-1, 0, +1); shift_index: `circular_shift_index(src_mask)`, once per sentence.
     """
     unit_key = F.normalize(key, dim=-1)[:, :, None]  # (batch, dim, 1)
     similarity = torch.bmm(unit_memory, unit_key).squeeze(-1)  # cosine K[k, M_i], eq. (6)
     content = masked_softmax(beta[:, None] * similarity, src_mask)  # w^c, eq. (5)
-    gated = gate[:, None] * content + (1 - gate[:, None]) * prev_weights  # w^g, eq. (7)
-    lengths = src_mask.sum(1, keepdim=True)  # (batch, 1)
-    positions = torch.arange(src_mask.size(1), device=src_mask.device)[None]  # (1, src_len)
-    shifted = torch.zeros_like(gated)
-    for column, offset in enumerate((-1, 0, 1)):  # w̃(i) = Σ_j w^g(j) s(i - j), eq. (8)
-        source = torch.remainder(positions - offset, lengths.clamp(min=1))
-        shifted = shifted + shift[:, column : column + 1] * gated.gather(1, source)
+    gated = torch.lerp(prev_weights, content, gate[:, None])  # w^g = g w^c + (1 - g) w_{t-1}, eq. (7)
+    if shift_index is None:
+        shift_index = circular_shift_index(src_mask)
+    rolled = gated.gather(1, shift_index).unflatten(1, (3, -1))  # (batch, 3, src_len): w^g(i - o)
+    shifted = (shift[:, :, None] * rolled).sum(1)  # w̃(i) = Σ_j w^g(j) s(i - j), eq. (8)
     sharpened = shifted.clamp(min=1e-12) ** gamma[:, None]  # w̃^γ, eq. (9)
     sharpened = sharpened.masked_fill(~src_mask, 0.0)
     return sharpened / sharpened.sum(1, keepdim=True)
@@ -152,7 +166,8 @@ class GravesNTM(_ReadHeadDecoder):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         memory = super().encode(src, src_mask)
-        return memory | {"unit": F.normalize(memory["annotations"], dim=-1)}  # for cosine similarity
+        unit = F.normalize(memory["annotations"], dim=-1)  # for cosine similarity
+        return memory | {"unit": unit, "shift_index": circular_shift_index(src_mask)}
 
     def head_state(self, memory: Memory) -> State:
         weights = torch.zeros_like(memory["src_mask"], dtype=memory["s0"].dtype)
@@ -172,5 +187,6 @@ class GravesNTM(_ReadHeadDecoder):
             torch.sigmoid(gate[:, 0]),  # g ∈ (0, 1)
             torch.softmax(shift, -1),  # a distribution over shifts
             1 + F.softplus(gamma[:, 0]),  # γ ≥ 1
+            memory["shift_index"],
         )
         return weights, {"weights": weights}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
@@ -17,6 +19,33 @@ def run_packed(rnn: nn.RNNBase, inputs: Tensor, src_mask: Tensor) -> tuple[Tenso
     outputs, final = rnn(packed)
     outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=inputs.size(1))
     return outputs, final
+
+
+class ReadGRUCell(nn.GRUCell):
+    """GRU decoder cell over the input [E y; r], where r = Σ_j w_j h_j reads the annotations h.
+
+    `cell(torch.cat([y, r], -1), s)` is the plain step (beam search). Teacher forcing uses
+    linearity instead: W r = Σ_j w_j (W h_j), so `project` maps every y and every h_j once per
+    batch, and `step` needs only the weights w of the step (`read_input`), never r itself.
+    """
+
+    def project(self, y: Tensor, annotations: Tensor) -> tuple[Tensor, Tensor]:
+        """W_y y + b (batch, tgt_len, 3 hidden) and W_r h_j (batch, src_len, 3 hidden)."""
+        w_y, w_r = self.weight_ih.split([y.size(-1), annotations.size(-1)], 1)
+        return F.linear(y, w_y, self.bias_ih), annotations @ w_r.T
+
+    @staticmethod
+    def read_input(y_proj: Tensor, h_proj: Tensor, weights: Tensor) -> Tensor:
+        """W_ih [y; Σ_j w_j h_j] + b_ih = y_proj + Σ_j w_j h_proj_j; y_proj (batch, 3H), weights (batch, src_len)."""
+        return torch.baddbmm(y_proj[:, None], weights[:, None], h_proj).squeeze(1)
+
+    def step(self, gi: Tensor, s: Tensor) -> Tensor:
+        """One step from the input gates gi = W_ih x + b_ih, with PyTorch's GRUCell equations."""
+        gh = F.linear(s, self.weight_hh, self.bias_hh)
+        (i_r, i_z, i_n), (h_r, h_z, h_n) = gi.chunk(3, -1), gh.chunk(3, -1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return torch.lerp(n, s, z)  # (1 - z) n + z s
 
 
 class DeepOutput(nn.Module):

@@ -102,7 +102,7 @@ class MemNet(Seq2SeqModel):
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, dim)
         state = self.init_state(memory)
         answers = []
-        for t in range(tgt_in.size(1)):
-            answer, state, _ = self._step(memory, state, y_prev[:, t])
+        for y_t in y_prev.unbind(1):  # unbind: one backward copy, not one per step
+            answer, state, _ = self._step(memory, state, y_t)
             answers.append(answer)
         return self.out(self.dropout(torch.stack(answers, 1)))  # (batch, tgt_len, vocab)

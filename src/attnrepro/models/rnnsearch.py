@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
-from attnrepro.models.layers import DeepOutput, init_bahdanau, run_packed
+from attnrepro.models.layers import DeepOutput, ReadGRUCell, init_bahdanau, run_packed
 
 
 class AdditiveAttention(nn.Module):
@@ -54,7 +54,7 @@ class RNNSearch(Seq2SeqModel):
         self.encoder = nn.GRU(emb, hidden, batch_first=True, bidirectional=True)  # §3.2
         self.init_proj = nn.Linear(hidden, hidden)  # W_s: s_0 = tanh(W_s ←h_1), App. A.2.2
         self.attention = attention or AdditiveAttention(hidden, 2 * hidden, align)
-        self.decoder = nn.GRUCell(emb + 2 * hidden, hidden)  # input [E y_{i-1}; c_i]
+        self.decoder = ReadGRUCell(emb + 2 * hidden, hidden)  # input [E y_{i-1}; c_i]
         self.readout = DeepOutput(hidden + emb + 2 * hidden, maxout, tgt_vocab)
         self.dropout = nn.Dropout(dropout)
         if init == "paper":
@@ -95,13 +95,15 @@ class RNNSearch(Seq2SeqModel):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         memory = self.encode(src, src_mask)
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
+        y_proj, h_proj = self.decoder.project(y_prev, memory["annotations"])  # once per batch, not per step
         s = memory["s0"]
-        states, contexts = [], []
+        states, alphas = [], []
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)[:, None].expand(-1, tgt_in.size(0))
-        for i in range(tgt_in.size(1)):
-            context, _ = self._attend(memory, s, steps[i])
+        for step, y_i in zip(steps, y_proj.unbind(1)):  # unbind: one backward copy, not one per step
+            alpha = self.attention(memory, s, step)  # eq. (6)
             states.append(s)
-            contexts.append(context)
-            s = self.decoder(torch.cat([y_prev[:, i], context], -1), s)
-        features = torch.cat([torch.stack(states, 1), y_prev, torch.stack(contexts, 1)], -1)
+            alphas.append(alpha)
+            s = self.decoder.step(self.decoder.read_input(y_i, h_proj, alpha), s)  # eq. (4)
+        contexts = torch.bmm(torch.stack(alphas, 1), memory["annotations"])  # every c_i at once, eq. (5)
+        features = torch.cat([torch.stack(states, 1), y_prev, contexts], -1)
         return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)
