@@ -12,6 +12,7 @@ rule translate:
         search=lambda wildcards: {**config["search"], **config["models"][wildcards.model].get("search", {})},
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     threads: lambda wildcards: model_resources(wildcards).threads
+    priority: lambda wildcards: model_resources(wildcards).priority  # a long model's search starts early too
     resources:
         gpu=lambda wildcards: min(model_resources(wildcards).gpu, 1),  # beam search runs in one process
         gpu_model=lambda wildcards: model_resources(wildcards).gpu_model,
