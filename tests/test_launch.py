@@ -130,3 +130,10 @@ def test_without_a_requeueable_job_the_launcher_still_exits_75(tiny_corpus, tmp_
     assert proc.returncode == PREEMPTED_EXIT_CODE, stderr
     assert "SLURM job 999999999 is unknown; not requeued" in stdout
     assert f"{shlex.quote(sys.executable)} -m attnrepro.cli train --config" in stdout  # one process for 1 GPU
+
+
+def test_the_launcher_does_not_import_torch():
+    """It waits beside the trainer for the whole job: with torch it held 226 MB RSS for nothing."""
+    code = "import sys; from attnrepro import cli, launch; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
