@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnrepro.launch import slurm_extra, verb_command
-from attnrepro.train import PREEMPTED_EXIT_CODE, load_checkpoint
+from attnrepro.launch import PREEMPTED_EXIT_CODE, slurm_extra, verb_command
+from attnrepro.train import load_checkpoint
 
 from conftest import rnnsearch10_config
 

@@ -20,8 +20,9 @@ import torch
 import yaml
 
 from attnrepro.config import ModelConfig, TrainConfig
+from attnrepro.launch import PREEMPTED_EXIT_CODE
 from attnrepro.tokenize import load_tokenizer
-from attnrepro.train import PREEMPTED_EXIT_CODE, atomic_save, batches_per_update, load_checkpoint, lr_at, train
+from attnrepro.train import atomic_save, batches_per_update, load_checkpoint, lr_at, train
 from attnrepro.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config

@@ -95,8 +95,9 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     from attnrepro.batching import Corpus
     from attnrepro.distributed import from_environment
+    from attnrepro.launch import PREEMPTED_EXIT_CODE
     from attnrepro.tokenize import load_tokenizer
-    from attnrepro.train import PREEMPTED_EXIT_CODE, Preempted, train
+    from attnrepro.train import Preempted, train
     from attnrepro.validation import ValidBleu
 
     cfg = load_config(args.config)

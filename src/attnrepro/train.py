@@ -48,7 +48,6 @@ from attnrepro.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exp
 )
 from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
-from attnrepro.launch import PREEMPTED_EXIT_CODE  # noqa: F401  (the CLI and tests import it from here)
 from attnrepro.models import Seq2SeqModel, build_model, count_parameters
 from attnrepro.trainlog import TrainLog
 from attnrepro.validation import loss_fn, valid_loss

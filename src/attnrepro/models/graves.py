@@ -39,6 +39,11 @@ class _ReadHeadDecoder(Seq2SeqModel):
     def head_state(self, memory: Memory) -> State:
         raise NotImplementedError
 
+    @staticmethod
+    def _head(state: State) -> State:
+        """The addressing head's part of a decoder state (everything but s and the read vector)."""
+        return {k: v for k, v in state.items() if k not in ("s", "read")}
+
     def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
         """Weights (batch, src_len) over the annotations for decoder state s, and the new head state."""
         raise NotImplementedError
@@ -53,7 +58,7 @@ class _ReadHeadDecoder(Seq2SeqModel):
 
     def _step(self, memory: Memory, state: State, y_prev: Tensor) -> tuple[Tensor, Tensor, State]:
         s = self.decoder(torch.cat([y_prev, state["read"]], -1), state["s"])
-        head = {k: v for k, v in state.items() if k not in ("s", "read")}
+        head = self._head(state)
         weights, head = self.address(memory, s, head)
         read = torch.bmm(weights[:, None], memory["annotations"]).squeeze(1)  # r_t = Σ_u w(u) h_u
         features = torch.cat([s, y_prev, read], -1)
@@ -68,7 +73,7 @@ class _ReadHeadDecoder(Seq2SeqModel):
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
         y_proj, h_proj = self.decoder.project(y_prev, memory["annotations"])  # once per batch, not per step
         state = self.init_state(memory)
-        s, head = state["s"], {k: v for k, v in state.items() if k not in ("s", "read")}
+        s, head = state["s"], self._head(state)
         weights = torch.zeros_like(memory["src_mask"], dtype=s.dtype)  # r_0 = 0: nothing read yet
         states, all_weights = [], []
         for y_t in y_proj.unbind(1):  # the steps of `_step`, with r_{t-1} entering through its weights
