@@ -46,6 +46,7 @@ def test_shipped_configs_load_with_defaults_filled():
         (lambda c: c.update(serach={}), "serach"),
         (lambda c: c["tokenizers"]["word"].update(kind="bpe"), "bpe"),
         (lambda c: c["models"]["rnnencdec30"]["params"].update(align=10), "align"),  # rnnenc has no alignment model
+        (lambda c: c["models"]["rnnencdec30"]["resources"].update(priority=-1), "priority"),  # ILP would idle a core
     ],
 )
 def test_schema_rejects_bad_values_naming_the_key(edit, message):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from attnrepro.attention_file import load_attention, save_attention
 from attnrepro.batching import pad
 from attnrepro.config import SearchConfig
-from attnrepro.search import beam_search, length_penalty, load_attention, save_attention, translate_lines
+from attnrepro.search import beam_search, length_penalty, translate_lines
 from attnrepro.tokenize import BOS, EOS, PAD, WordVocab
 
 from conftest import SRC_VOCAB, tiny_model
@@ -120,7 +121,7 @@ def test_translate_lines_restores_input_order_and_saves_attention(tmp_path):
             alone = translate_lines(model, vocab, vocab, [line], sc)[0]
             assert alone.tokens == h.tokens
             assert len(h.tokens) <= len(line.split()) + 3
-    save_attention(hyps, tmp_path / "attn.npz")
+    save_attention([h.attention for h in hyps], tmp_path / "attn.npz")
     loaded = load_attention(tmp_path / "attn.npz")
     assert [m.shape for m in loaded] == [
         (len(h.tokens), len(line.split())) if h.attention is not None else (0, 0) for line, h in zip(lines, hyps)

@@ -298,13 +298,16 @@ def test_new_train_keys_default_to_the_embedded_behaviour_and_are_validated():
 @pytest.mark.slow
 @pytest.mark.parametrize("first", ["rnnencdec20", "rnnsearch10"])
 def test_snakemake_starts_the_train_job_of_higher_resources_priority_first(tmp_path, first):
-    """The embedded config gives its longest trainings the highest priority; one core shows the order."""
+    """The embedded config gives its longest trainings the highest priority; one core shows the order.
+
+    Scores and figures run at priority 0: the second training starts before the first model's score."""
     raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
     for name, spec in raw["models"].items():
-        spec["resources"] = {"priority": 1 if name == first else 0}
+        spec["resources"] = {"priority": 2 if name == first else 1}
+    (second,) = set(raw["models"]) - {first}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    targets = [f"results/synthetic_test/{name}/checkpoint.pt" for name in raw["models"]]
+    targets = [f"results/synthetic_test/{name}/bleu.json" for name in raw["models"]]
     command = [sys.executable, "-m", "snakemake", *targets, "--snakefile", str(REPO / "Snakefile")]
     out = subprocess.run(
         command + ["--directory", str(tmp_path / "work"), "--cores", "1", "--configfile", str(config)],
@@ -312,5 +315,7 @@ def test_snakemake_starts_the_train_job_of_higher_resources_priority_first(tmp_p
         text=True,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    started = re.findall(r"rule train:\n(?:.*\n)*?\s+wildcards: model=(\w+)", out.stdout + out.stderr)
-    assert started[0] == first and sorted(started) == sorted(raw["models"])
+    jobs = re.findall(r"rule (\w+):\n((?: {4}.*\n)*)", out.stdout + out.stderr)  # a job's lines are indented
+    started = [(rule, m[1]) for rule, lines in jobs if (m := re.search(r"wildcards: model=(\w+)", lines))]
+    assert started[:4] == [("train", first), ("translate", first), ("train", second), ("translate", second)]
+    assert sorted(started[4:]) == sorted([("score", first), ("score", second)])  # in either order, at 0

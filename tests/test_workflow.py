@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attnrepro.attention_file import load_attention
 from attnrepro.config import load_config
 from attnrepro.plots import ATTENTION_ARCHS
-from attnrepro.search import load_attention
 
 from conftest import REPO
 
@@ -70,6 +70,24 @@ def test_a_finished_run_has_nothing_left_to_do(finished_run):
     out = snakemake(workdir, "-n", "--configfile", str(REPO / "config/test.yaml"))
     assert out.returncode == 0
     assert "Nothing to be done" in out.stdout + out.stderr
+
+
+def test_a_figure_job_draws_the_alignments_without_importing_torch(finished_run, tmp_path):
+    """Seven figure jobs each spent 3 s of their 11 importing torch to read a numpy file."""
+    results, model = finished_run, "rnnsearch10"
+    code = (
+        "import sys; from attnrepro.cli import main; main(sys.argv[1:]); "
+        "print('torch imported' if 'torch' in sys.modules else 'numpy only')"
+    )
+    args = ["figure-alignments", "--config", str(results / "config.yaml"), "--model", model]
+    args += ["--attention", str(results / model / "attn.npz"), "--hyp", str(results / model / "hyp.txt")]
+    args += ["--src", str(results / "data/test.src"), "--tokenizer-dir", str(results / "tokenizer/spm")]
+    args += ["--figure", str(tmp_path / "alignment"), "--caption", str(tmp_path / "caption.rst")]
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    n = yaml.safe_load((REPO / "config/test.yaml").read_text())["evaluate"]["n_alignments"]
+    assert sorted(p.name for p in tmp_path.glob("alignment_*.png")) == [f"alignment_{k}.png" for k in range(n)]
+    assert out.stdout.strip().splitlines()[-1] == "numpy only"
 
 
 def test_the_embedded_default_plans_every_job(tmp_path):

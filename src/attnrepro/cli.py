@@ -138,7 +138,8 @@ def cmd_average(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     import torch
 
-    from attnrepro.search import save_attention, translate_lines
+    from attnrepro.attention_file import save_attention
+    from attnrepro.search import translate_lines
     from attnrepro.tokenize import load_tokenizer
     from attnrepro.train import build_from_checkpoint, load_checkpoint
 
@@ -157,7 +158,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     out = Path(args.out)
     # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
     out.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
-    save_attention(hypotheses, Path(args.attention))
+    save_attention([h.attention for h in hypotheses], Path(args.attention))
     print(f"{out}: {len(hypotheses)} translations")
 
 

@@ -142,7 +142,7 @@ class ResourcesConfig:
     slurm_extra: tuple[str, ...] = ()
     signal_s: int = 600
     throughput_tflops: float = 40.0
-    priority: int = 0  # Snakemake starts the higher first when jobs wait for cores
+    priority: int = 0  # Snakemake starts the higher first when jobs wait for cores; scores and figures: 0
 
 
 @dataclass(frozen=True)

@@ -448,8 +448,8 @@ def write_alignments(
 ) -> list[Path]:
     """Fig. 3: one heatmap per selected test sentence, out_stem_{k}.png for k = 0 .. n_alignments-1."""
     from attnrepro import captions as cap
+    from attnrepro.attention_file import load_attention
     from attnrepro.plots import alignment_figure, has_attention, save
-    from attnrepro.search import load_attention
     from attnrepro.tokenize import load_tokenizer
 
     mc = cfg.model(model)

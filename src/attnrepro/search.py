@@ -10,7 +10,6 @@ Vaswani et al. 2017 (§6.1) used with α = 0.6; α = 0 ranks by log-probability.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -155,20 +154,3 @@ def translate_lines(
         for i, hyp in zip(nonempty, beam_search(model, src, src != PAD, sc.beam, max_lens, sc.length_penalty)):
             results[i] = hyp
     return results  # type: ignore[return-value]
-
-
-def save_attention(hypotheses: list[Hypothesis], path: Path) -> None:
-    """All attention matrices in one .npz: `weights` (flat float16), `shapes` (n, 2), `offsets` (n+1)."""
-    mats = [h.attention if h.attention is not None else np.zeros((0, 0), np.float32) for h in hypotheses]
-    shapes = np.array([m.shape for m in mats], dtype=np.int64).reshape(-1, 2)
-    offsets = np.concatenate([[0], np.cumsum(shapes[:, 0] * shapes[:, 1])])
-    weights = np.concatenate([m.ravel() for m in mats]).astype(np.float16) if mats else np.zeros(0, np.float16)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, weights=weights, shapes=shapes, offsets=offsets)
-    tmp.replace(path)
-
-
-def load_attention(path: Path) -> list[np.ndarray]:
-    with np.load(path) as f:
-        weights, shapes, offsets = f["weights"], f["shapes"], f["offsets"]
-    return [weights[offsets[i] : offsets[i + 1]].reshape(shapes[i]).astype(np.float32) for i in range(len(shapes))]
