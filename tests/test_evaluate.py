@@ -118,6 +118,25 @@ def test_no_unk_keeps_sentences_whose_source_and_reference_are_in_vocabulary(tmp
     json.dumps(summary)
 
 
+def test_no_unk_of_a_fully_known_test_set_is_the_overall_score(tmp_path):
+    """The embedded corpus's vocabulary spells every word: the subset is the test set, scored once."""
+    sources = ["a b c d", "d c b a", "a b"]
+    references = ["w x it 's z y w", "z y x w w y", "w x y z w x"]
+    hypotheses = ["w x it's z y w", "z y w x w y", "w x y z w x"]  # "it's": one 13a token, two Moses tokens
+    src_vocab, tgt_vocab = WordVocab.build(sources, 10), WordVocab.build(references, 10)
+    for name, lines in (("src", sources), ("hyp", hypotheses), ("ref", references)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    summary, _ = score_files(
+        tmp_path / "src", tmp_path / "hyp", tmp_path / "ref", 10, 80, tokenizers=(src_vocab, tgt_vocab)
+    )
+    assert summary["no_unk"]["n_sentences"] == 3
+    assert summary["bleu"] != summary["bleu_tokenized"]
+    assert (summary["no_unk"]["bleu"], summary["no_unk"]["bleu_tokenized"]) == (
+        round(corpus_bleu(hypotheses, references)[0], 2),
+        round(tokenized_bleu(hypotheses, references, "en")[0], 2),
+    )
+
+
 def test_no_unk_does_not_apply_to_subword_vocabularies(tmp_path):
     for name in ("src", "hyp", "ref"):
         (tmp_path / name).write_text("a b c\n")

@@ -113,7 +113,7 @@ def score_files(
         "n_sentences": len(sources),
         "bleu_tokenized": round(bleu_tok, 2),
         "signature_tokenized": signature_tok,
-        "no_unk": _no_unk_summary(sources, hypotheses, references, tgt_lang, tokenizers),
+        "no_unk": _no_unk_summary(sources, hypotheses, references, tgt_lang, tokenizers, (bleu, bleu_tok)),
         "labels": SCORE_LABELS,
     }
     return summary, bleu_by_length(sources, hypotheses, references, width, max_len)
@@ -125,12 +125,16 @@ def _no_unk_summary(
     references: list[str],
     tgt_lang: str,
     tokenizers: tuple[Tokenizer, Tokenizer] | None,
+    overall: tuple[float, float],
 ) -> dict[str, Any]:
+    """`overall`: (sacreBLEU, tokenized BLEU) of every sentence, the subset's scores when it is all of them."""
     if tokenizers is None:
         return {"applies": False, "definition": NO_UNK_SUBWORD}
     keep = no_unk_mask(sources, references, *tokenizers)
     summary: dict[str, Any] = {"applies": True, "definition": NO_UNK_DEFINITION, "n_sentences": sum(keep)}
-    if any(keep):
+    if all(keep):  # the embedded corpus: its vocabulary spells every word
+        summary["bleu"], summary["bleu_tokenized"] = (round(score, 2) for score in overall)
+    elif any(keep):
         hyps = [h for h, k in zip(hypotheses, keep) if k]
         refs = [r for r, k in zip(references, keep) if k]
         summary["bleu"] = round(corpus_bleu(hyps, refs)[0], 2)
