@@ -132,15 +132,15 @@ def _no_unk_summary(
         return {"applies": False, "definition": NO_UNK_SUBWORD}
     keep = no_unk_mask(sources, references, *tokenizers)
     summary: dict[str, Any] = {"applies": True, "definition": NO_UNK_DEFINITION, "n_sentences": sum(keep)}
-    if all(keep):  # the embedded corpus: its vocabulary spells every word
+    if not any(keep):
+        summary["bleu"] = summary["bleu_tokenized"] = None
+    elif all(keep):  # the embedded corpus: its vocabulary spells every word
         summary["bleu"], summary["bleu_tokenized"] = (round(score, 2) for score in overall)
-    elif any(keep):
+    else:
         hyps = [h for h, k in zip(hypotheses, keep) if k]
         refs = [r for r, k in zip(references, keep) if k]
         summary["bleu"] = round(corpus_bleu(hyps, refs)[0], 2)
         summary["bleu_tokenized"] = round(tokenized_bleu(hyps, refs, tgt_lang)[0], 2)
-    else:
-        summary["bleu"] = summary["bleu_tokenized"] = None
     return summary
 
 
