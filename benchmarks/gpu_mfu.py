@@ -5,7 +5,7 @@
 
 The model is ours (attnrepro.models.transformer, Vaswani et al. 2017 base: 6 + 6 post-norm
 layers, d_model 512, d_ff 2048, 8 heads, dropout 0.1, one shared 37 000-token vocabulary), the
-step is attnrepro.train's (label-smoothed cross-entropy, Adam (0.9, 0.98, 1e-9), clip-free,
+step is attnrepro.training.loop's (label-smoothed cross-entropy, Adam (0.9, 0.98, 1e-9), clip-free,
 as Vaswani §5.3), under `torch.autocast(dtype=torch.bfloat16)`. Batches are random tokens of
 fixed length (the step's cost does not depend on the values), `--sentences` x `--length` on
 each side. MFU = 6 x parameters x target tokens/s / the GPU's peak dense bf16 FLOP/s
@@ -27,7 +27,7 @@ import torch
 
 from attnrepro.config import TrainConfig
 from attnrepro.models import build_model, count_parameters
-from attnrepro.train import loss_fn, make_optimizer
+from attnrepro.training.loop import loss_fn, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"d_model": 512, "d_ff": 2048, "heads": 8, "layers": 6, "dropout": 0.1, "share_embeddings": True}

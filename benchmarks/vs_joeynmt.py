@@ -258,7 +258,7 @@ def joey_batch_size_for(src_lens: np.ndarray, tgt_lens: np.ndarray, target_token
 
 
 def ours_target_tokens_per_update(src_lens: np.ndarray, tgt_lens: np.ndarray, s: Settings) -> float:
-    from attnrepro.batching import token_batches
+    from attnrepro.data.batching import token_batches
 
     return float(np.mean([(tgt_lens[b] + 1).sum() for b in token_batches(src_lens, tgt_lens, s.batch_tokens, s.seed)]))
 
@@ -267,16 +267,16 @@ def ours_target_tokens_per_update(src_lens: np.ndarray, tgt_lens: np.ndarray, s:
 
 
 def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
-    """Train and decode with attnrepro's public pieces: the same step as attnrepro.train."""
+    """Train and decode with attnrepro's public pieces: the same step as attnrepro.training.loop."""
     import torch
     from torch import nn
 
-    from attnrepro.batching import Corpus, collate, token_batches
     from attnrepro.config import SearchConfig
+    from attnrepro.data.batching import Corpus, collate, token_batches
+    from attnrepro.data.tokenize import WordVocab
+    from attnrepro.decoding.search import translate_lines
     from attnrepro.models import build_model, count_parameters
-    from attnrepro.search import translate_lines
-    from attnrepro.tokenize import WordVocab
-    from attnrepro.train import loss_fn, lr_at, make_optimizer
+    from attnrepro.training.loop import loss_fn, lr_at, make_optimizer
 
     torch.set_num_threads(s.threads)
     torch.manual_seed(s.seed)
@@ -378,7 +378,7 @@ def prepare_data(work: Path, s: Settings) -> dict:
     """The embedded synthetic corpus as text (both toolkits) + our word vocabularies and encoding."""
     from attnrepro.config import SyntheticDataConfig
     from attnrepro.data.synthetic import write_splits
-    from attnrepro.tokenize import WordVocab, encode_corpus
+    from attnrepro.data.tokenize import WordVocab, encode_corpus
 
     cfg = SyntheticDataConfig(seed=s.seed, n_train=s.n_train, test_per_bucket=s.test_per_bucket)
     stamp = work / "data" / "settings.json"
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from attnrepro.batching import Corpus
+    from attnrepro.data.batching import Corpus
 
     work.mkdir(parents=True, exist_ok=True)
     for sub in ("hyp", "logs", "joeynmt"):

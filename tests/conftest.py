@@ -63,7 +63,7 @@ def test_config():
 def tiny_corpus(tmp_path_factory, test_config) -> Path:
     """config/test.yaml's corpus generated, tokenized and encoded: data/, tokenizer/, encoded/."""
     from attnrepro.data.synthetic import write_splits
-    from attnrepro.tokenize import encode_corpus, load_tokenizer, train_tokenizers
+    from attnrepro.data.tokenize import encode_corpus, load_tokenizer, train_tokenizers
 
     root = tmp_path_factory.mktemp("corpus")
     write_splits(test_config.synthetic, root / "data")

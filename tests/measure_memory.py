@@ -27,9 +27,9 @@ if sys.argv[1] == "clean":
     clean_split("train", [RawCorpus("big", work / "raw.src", work / "raw.tgt")], work / "train.src",
                 work / "train.tgt", work / "train.manifest.json", CleanConfig())
 else:
-    import attnrepro.tokenize
-    from attnrepro.tokenize import WordVocab, encode_corpus
-    attnrepro.tokenize.CHUNK_LINES = int(sys.argv[3])
+    import attnrepro.data.tokenize
+    from attnrepro.data.tokenize import WordVocab, encode_corpus
+    attnrepro.data.tokenize.CHUNK_LINES = int(sys.argv[3])
     vocab = WordVocab([*"<pad> <unk> <s> </s>".split(), *(f"w{i}" for i in range(30000))])
     encode_corpus(vocab, vocab, work / "train.src", work / "train.tgt", work / "train.npz")
 for line in open("/proc/self/status"):
@@ -51,7 +51,7 @@ def write_corpus(work: Path, pairs: int, seed: int = 0) -> int:
 
 
 def measure(pairs: int, work: Path, chunk_lines: int = 10_000) -> dict:
-    """`chunk_lines`: lines encoded between writes (attnrepro.tokenize.CHUNK_LINES)."""
+    """`chunk_lines`: lines encoded between writes (attnrepro.data.tokenize.CHUNK_LINES)."""
     result = {"pairs": pairs, "raw_bytes": write_corpus(work, pairs)}
     for phase in ("clean", "encode"):
         out = subprocess.run(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnrepro.batching import Corpus, collate, token_batches
-from attnrepro.tokenize import BOS, EOS, PAD
+from attnrepro.data.batching import Corpus, collate, token_batches
+from attnrepro.data.tokenize import BOS, EOS, PAD
 
 
 def _lengths(n: int = 20000, seed: int = 0):

@@ -13,7 +13,9 @@ import pytest
 import torch
 import yaml
 
-from attnrepro.checkpoint import (
+from attnrepro.config import ConfigError, from_dict
+from attnrepro.data.tokenize import load_tokenizer
+from attnrepro.training.checkpoint import (
     atomic_save,
     average_checkpoints,
     keep_for_averaging,
@@ -22,9 +24,7 @@ from attnrepro.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from attnrepro.config import ConfigError, from_dict
-from attnrepro.tokenize import load_tokenizer
-from attnrepro.train import train
+from attnrepro.training.loop import train
 
 from conftest import REPO
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from attnrepro.batching import pad
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import BOS, PAD
 from attnrepro.models.diagonal import DiagonalWindow
-from attnrepro.tokenize import BOS, PAD
 
 from conftest import tiny_model
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 import yaml
 
-from attnrepro.distributed import Ranks, first_host, from_environment
-from attnrepro.tokenize import load_tokenizer
-from attnrepro.train import load_checkpoint, train
+from attnrepro.data.tokenize import load_tokenizer
+from attnrepro.training.distributed import Ranks, first_host, from_environment
+from attnrepro.training.loop import load_checkpoint, train
 
 from conftest import REPO
 

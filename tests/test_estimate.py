@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from attnrepro.config import from_dict, load_config
-from attnrepro.estimate import RUNTIME_MARGIN, RUNTIME_OVERHEAD_MIN, estimate, vocab_sizes
 from attnrepro.models import build_model, count_parameters
+from attnrepro.training.estimate import RUNTIME_MARGIN, RUNTIME_OVERHEAD_MIN, estimate, vocab_sizes
 
 from conftest import REPO
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from attnrepro.evaluate import (
+from attnrepro.data.tokenize import WordVocab
+from attnrepro.evaluation.scoring import (
     bleu_by_length,
     bucket_of,
     corpus_bleu,
@@ -17,7 +18,6 @@ from attnrepro.evaluate import (
     score_files,
     tokenized_bleu,
 )
-from attnrepro.tokenize import WordVocab
 
 HYPS = ["the cat sat on the mat", "a quick brown dog jumps", "hello there world"]
 REFS = ["the cat sat on a mat", "the quick brown fox jumps", "hello world"]

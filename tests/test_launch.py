@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnrepro.launch import PREEMPTED_EXIT_CODE, slurm_extra, verb_command
-from attnrepro.train import load_checkpoint
+from attnrepro.training.launch import PREEMPTED_EXIT_CODE, slurm_extra, verb_command
+from attnrepro.training.loop import load_checkpoint
 
 from conftest import rnnsearch10_config
 
@@ -134,6 +134,6 @@ def test_without_a_requeueable_job_the_launcher_still_exits_75(tiny_corpus, tmp_
 
 def test_the_launcher_does_not_import_torch():
     """It waits beside the trainer for the whole job: with torch it held 226 MB RSS for nothing."""
-    code = "import sys; from attnrepro import cli, launch; print('torch' in sys.modules)"
+    code = "import sys; from attnrepro import cli; from attnrepro.training import launch; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from attnrepro.batching import pad
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import PAD
 from attnrepro.models import build_model
 from attnrepro.models.memnet import position_encoding
-from attnrepro.tokenize import PAD
 
 from conftest import SRC_VOCAB, TGT_VOCAB, tiny_model
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnrepro.batching import pad
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import BOS, PAD
 from attnrepro.models import REGISTRY, build_model, count_parameters
-from attnrepro.tokenize import BOS, PAD
 
 from conftest import ATTENTION_ARCHS, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
 

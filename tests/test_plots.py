@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from attnrepro.models import REGISTRY
-from attnrepro.plots import (
+from attnrepro.data.tokenize import UNK, WordVocab
+from attnrepro.evaluation.plots import (
     ATTENTION_ARCHS,
     alignment_figure,
     bleu_by_length_figure,
@@ -16,8 +16,8 @@ from attnrepro.plots import (
     select_alignment_sentences,
     training_curves_figure,
 )
-from attnrepro.report import token_strings
-from attnrepro.tokenize import UNK, WordVocab
+from attnrepro.evaluation.report import token_strings
+from attnrepro.models import REGISTRY
 
 from conftest import ATTENTION_ARCHS as MODEL_ATTENTION_ARCHS
 from conftest import SRC_VOCAB, tiny_model

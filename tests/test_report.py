@@ -9,10 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from attnrepro import captions
 from attnrepro.config import WmtDataConfig, load_config
-from attnrepro.models import count_parameters
-from attnrepro.report import (
+from attnrepro.evaluation import captions
+from attnrepro.evaluation.report import (
     bleu_by_length_wide,
     fig2_paper_points,
     markdown,
@@ -24,6 +23,7 @@ from attnrepro.report import (
     table_notes,
     training_flops,
 )
+from attnrepro.models import count_parameters
 
 from conftest import REPO, TINY_PARAMS, tiny_model
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnrepro.attention_file import load_attention, save_attention
-from attnrepro.batching import pad
 from attnrepro.config import SearchConfig
-from attnrepro.search import beam_search, length_penalty, translate_lines
-from attnrepro.tokenize import BOS, EOS, PAD, WordVocab
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import BOS, EOS, PAD, WordVocab
+from attnrepro.decoding.attention_file import load_attention, save_attention
+from attnrepro.decoding.search import beam_search, length_penalty, translate_lines
 
 from conftest import SRC_VOCAB, tiny_model
 

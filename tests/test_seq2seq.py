@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from attnrepro.batching import pad
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import PAD
 from attnrepro.models import build_model, count_parameters
 from attnrepro.models.seq2seq import reverse_padded
-from attnrepro.tokenize import PAD
 
 from conftest import tiny_model
 

@@ -27,8 +27,8 @@ import torch
 import yaml
 
 from attnrepro.config import load_config
-from attnrepro.estimate import estimate
-from attnrepro.train import load_checkpoint
+from attnrepro.training.estimate import estimate
+from attnrepro.training.loop import load_checkpoint
 
 from conftest import REPO
 

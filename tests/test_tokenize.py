@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from attnrepro.config import ConfigError, TokenizerConfig, from_dict
-from attnrepro.tokenize import (
+from attnrepro.data.tokenize import (
     BOS,
     EOS,
     PAD,
@@ -85,7 +85,7 @@ def test_encode_corpus_offsets_and_line_count_check(tmp_path):
 
 
 def test_encoding_streams_in_chunks_and_matches_encoding_all_at_once(tmp_path, monkeypatch):
-    import attnrepro.tokenize as tokenize
+    import attnrepro.data.tokenize as tokenize
 
     monkeypatch.setattr(tokenize, "CHUNK_LINES", 3)  # 7 lines: chunks of 3, 3, 1
     src = [f"a b {'c ' * i}".strip() for i in range(7)]

@@ -20,10 +20,10 @@ import torch
 import yaml
 
 from attnrepro.config import ModelConfig, TrainConfig
-from attnrepro.launch import PREEMPTED_EXIT_CODE
-from attnrepro.tokenize import load_tokenizer
-from attnrepro.train import atomic_save, batches_per_update, load_checkpoint, lr_at, train
-from attnrepro.validation import ValidBleu
+from attnrepro.data.tokenize import load_tokenizer
+from attnrepro.training.launch import PREEMPTED_EXIT_CODE
+from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, train
+from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config
 
@@ -92,7 +92,7 @@ def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus,
 
 
 def test_valid_bleu_is_logged(test_config, tiny_corpus, tmp_path):
-    from attnrepro.batching import Corpus
+    from attnrepro.data.batching import Corpus
 
     tgt_tok = load_tokenizer(test_config.tokenizer, tiny_corpus / "tokenizer/tgt.model")
     bleu = ValidBleu(Corpus.load(tiny_corpus / "encoded/valid.npz"), tgt_tok, test_config.search)

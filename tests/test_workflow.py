@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnrepro.attention_file import load_attention
 from attnrepro.config import load_config
-from attnrepro.plots import ATTENTION_ARCHS
+from attnrepro.decoding.attention_file import load_attention
+from attnrepro.evaluation.plots import ATTENTION_ARCHS
 
 from conftest import REPO
 

@@ -67,7 +67,7 @@ def cmd_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:
-    from attnrepro.tokenize import load_tokenizer, train_tokenizers
+    from attnrepro.data.tokenize import load_tokenizer, train_tokenizers
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
@@ -78,7 +78,7 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
-    from attnrepro.tokenize import encode_corpus, load_tokenizer
+    from attnrepro.data.tokenize import encode_corpus, load_tokenizer
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
@@ -93,12 +93,12 @@ def cmd_encode(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     import os
 
-    from attnrepro.batching import Corpus
-    from attnrepro.distributed import from_environment
-    from attnrepro.launch import PREEMPTED_EXIT_CODE
-    from attnrepro.tokenize import load_tokenizer
-    from attnrepro.train import Preempted, train
-    from attnrepro.validation import ValidBleu
+    from attnrepro.data.batching import Corpus
+    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.training.distributed import from_environment
+    from attnrepro.training.launch import PREEMPTED_EXIT_CODE
+    from attnrepro.training.loop import Preempted, train
+    from attnrepro.training.validation import ValidBleu
 
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
@@ -127,7 +127,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_average(args: argparse.Namespace) -> None:
-    from attnrepro.checkpoint import write_average
+    from attnrepro.training.checkpoint import write_average
 
     cfg = load_config(args.config)
     last = cfg.model(args.model).train.average_last
@@ -138,10 +138,10 @@ def cmd_average(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     import torch
 
-    from attnrepro.attention_file import save_attention
-    from attnrepro.search import translate_lines
-    from attnrepro.tokenize import load_tokenizer
-    from attnrepro.train import build_from_checkpoint, load_checkpoint
+    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.decoding.attention_file import save_attention
+    from attnrepro.decoding.search import translate_lines
+    from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
 
     cfg = load_config(args.config)
     torch.set_num_threads(args.threads)
@@ -163,8 +163,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from attnrepro.evaluate import score_files, write_scores
-    from attnrepro.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.evaluation.scoring import score_files, write_scores
 
     cfg = load_config(args.config)
     spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
@@ -191,21 +191,21 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_tables(args: argparse.Namespace) -> None:
-    from attnrepro.report import write_tables
+    from attnrepro.evaluation.report import write_tables
 
     cfg = load_config(args.config)
     write_tables(cfg, Path(args.results), Path(args.out_dir), Path(args.captions))
 
 
 def cmd_figure_length(args: argparse.Namespace) -> None:
-    from attnrepro.report import write_bleu_by_length_figure
+    from attnrepro.evaluation.report import write_bleu_by_length_figure
 
     cfg = load_config(args.config)
     write_bleu_by_length_figure(cfg, Path(args.results), Path(args.figure), Path(args.caption))
 
 
 def cmd_figure_alignments(args: argparse.Namespace) -> None:
-    from attnrepro.report import write_alignments
+    from attnrepro.evaluation.report import write_alignments
 
     cfg = load_config(args.config)
     paths = write_alignments(
@@ -222,7 +222,7 @@ def cmd_figure_alignments(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_training(args: argparse.Namespace) -> None:
-    from attnrepro.report import write_training_curves
+    from attnrepro.evaluation.report import write_training_curves
 
     cfg = load_config(args.config)
     write_training_curves(cfg, Path(args.results), Path(args.figure), Path(args.caption))
@@ -231,8 +231,8 @@ def cmd_figure_training(args: argparse.Namespace) -> None:
 def cmd_params(args: argparse.Namespace) -> None:
     import torch
 
+    from attnrepro.data.tokenize import SPECIALS
     from attnrepro.models import build_model, count_parameters
-    from attnrepro.tokenize import SPECIALS
 
     cfg = load_config(args.config)
     mc = cfg.model(args.model)
@@ -248,7 +248,7 @@ def cmd_params(args: argparse.Namespace) -> None:
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:
-    from attnrepro.estimate import estimate, format_budget, write_budget
+    from attnrepro.training.estimate import estimate, format_budget, write_budget
 
     cfg = load_config(args.config)
     rows = [estimate(cfg, name) for name in cfg.models]
@@ -261,7 +261,7 @@ def cmd_estimate(args: argparse.Namespace) -> None:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from attnrepro.launch import main as launch
+    from attnrepro.training.launch import main as launch
 
     verb = args.verb[1:] if args.verb[:1] == ["--"] else args.verb
     return launch(verb, args.gpus, allow_requeue=not args.no_requeue)

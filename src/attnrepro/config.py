@@ -16,11 +16,9 @@ from urllib.parse import urlparse
 
 import yaml
 
+from attnrepro.errors import ConfigError  # noqa: F401  (re-exported: config errors are raised here)
+
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A configuration that passed the schema but cannot work (names the key)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +134,7 @@ class ResourcesConfig:
     gpu_model: str | None = None
     cpus_per_gpu: int | None = None
     mem_mb: int = 2000
-    runtime: int | None = None  # minutes of a train job; None: the estimate (attnrepro.estimate)
+    runtime: int | None = None  # minutes of a train job; None: the estimate (attnrepro.training.estimate)
     max_runtime: int = 2880
     translate_runtime: int = 120
     slurm_extra: tuple[str, ...] = ()

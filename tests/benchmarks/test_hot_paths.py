@@ -19,13 +19,13 @@ import pytest
 import torch
 from torch import nn
 
-from attnrepro.batching import Batch, Corpus, collate, pad, token_batches
 from attnrepro.config import Config, SyntheticDataConfig, load_config
+from attnrepro.data.batching import Batch, Corpus, collate, pad, token_batches
 from attnrepro.data.synthetic import write_splits
+from attnrepro.data.tokenize import BOS, PAD, WordVocab, encode_corpus
+from attnrepro.decoding.search import beam_search
 from attnrepro.models import build_model
-from attnrepro.search import beam_search
-from attnrepro.tokenize import BOS, PAD, WordVocab, encode_corpus
-from attnrepro.train import loss_fn, make_optimizer
+from attnrepro.training.loop import loss_fn, make_optimizer
 
 from conftest import REPO
 

@@ -90,14 +90,14 @@ def train_runtime(wildcards):
     """Minutes: resources.runtime, else `attnrepro estimate`'s (capped at resources.max_runtime)."""
     if model_resources(wildcards).runtime is not None:
         return model_resources(wildcards).runtime
-    from attnrepro.estimate import estimate
+    from attnrepro.training.estimate import estimate
 
     return estimate(CFG, wildcards.model).runtime_min
 
 
 def train_slurm_extra(wildcards):
     """sbatch options: SIGTERM before the time limit (checkpoint + requeue), then the config's."""
-    from attnrepro.launch import slurm_extra
+    from attnrepro.training.launch import slurm_extra
 
     res = model_resources(wildcards)
     return slurm_extra(res.slurm_extra, res.signal_s, train_runtime(wildcards))

@@ -38,7 +38,7 @@ def verb_command(verb_args: Sequence[str], gpus: int) -> list[str]:
     """The argument list that runs `attnrepro VERB_ARGS...` on `gpus` GPUs of this node.
 
     One process for gpus <= 1; torchrun with one process per GPU otherwise (it exports
-    RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous that attnrepro.distributed reads).
+    RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous that attnrepro.training.distributed reads).
     """
     if not verb_args:
         raise ValueError("launch: no attnrepro verb to run (expected e.g. `-- train --config ...`)")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnrepro.tokenize import BOS, EOS, PAD
+from attnrepro.data.tokenize import BOS, EOS, PAD
 
 
 @dataclass

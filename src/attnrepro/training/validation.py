@@ -10,12 +10,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnrepro.batching import Corpus, collate, pad, sentence_batches, token_batches
 from attnrepro.config import SearchConfig
-from attnrepro.evaluate import corpus_bleu
+from attnrepro.data.batching import Corpus, collate, pad, sentence_batches, token_batches
+from attnrepro.data.tokenize import PAD, Tokenizer
+from attnrepro.decoding.search import beam_search
+from attnrepro.evaluation.scoring import corpus_bleu
 from attnrepro.models import Seq2SeqModel
-from attnrepro.search import beam_search
-from attnrepro.tokenize import PAD, Tokenizer
 
 
 def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
@@ -51,7 +51,7 @@ class ValidBleu:
 
     The references are the validation targets decoded from their ids (lossless for
     sentencepiece; word vocabularies show their <unk>). Beam search runs on the CPU
-    (attnrepro.search is CPU-only), on a copy of the model when it trains on a GPU.
+    (attnrepro.decoding.search is CPU-only), on a copy of the model when it trains on a GPU.
     """
 
     def __init__(self, corpus: Corpus, tgt_tok: Tokenizer, sc: SearchConfig):

@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnrepro.batching import pad, sentence_batches
 from attnrepro.config import SearchConfig
+from attnrepro.data.batching import pad, sentence_batches
+from attnrepro.data.tokenize import BOS, EOS, PAD, Tokenizer
 from attnrepro.models import Seq2SeqModel
-from attnrepro.tokenize import BOS, EOS, PAD, Tokenizer
 
 
 @dataclass

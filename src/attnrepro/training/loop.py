@@ -36,8 +36,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from attnrepro.batching import Corpus, collate, token_batches
-from attnrepro.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
+from attnrepro.config import ModelConfig, TrainConfig
+from attnrepro.data.batching import Corpus, collate, token_batches
+from attnrepro.models import Seq2SeqModel, build_model, count_parameters
+from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
     RESUME_KEYS,
     atomic_save,
     build_from_checkpoint,
@@ -46,11 +48,9 @@ from attnrepro.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exp
     rng_state,
     set_rng_state,
 )
-from attnrepro.config import ModelConfig, TrainConfig
-from attnrepro.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
-from attnrepro.models import Seq2SeqModel, build_model, count_parameters
-from attnrepro.trainlog import TrainLog
-from attnrepro.validation import loss_fn, valid_loss
+from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
+from attnrepro.training.log import TrainLog
+from attnrepro.training.validation import loss_fn, valid_loss
 
 
 class Preempted(Exception):

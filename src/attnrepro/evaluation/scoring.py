@@ -20,7 +20,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU
 
-from attnrepro.tokenize import UNK, Tokenizer
+from attnrepro.data.tokenize import UNK, Tokenizer
 
 NO_UNK_DEFINITION = (
     "test sentences whose source and reference contain no word outside the model's source and target "

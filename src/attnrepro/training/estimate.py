@@ -41,7 +41,7 @@ class Budget:
 
 def vocab_sizes(cfg: Config, model: str) -> tuple[int, int]:
     """(source, target) vocabulary of `model` as its tokenizer's config gives them, without data."""
-    from attnrepro.tokenize import SPECIALS
+    from attnrepro.data.tokenize import SPECIALS
 
     spec = cfg.tokenizer_of(model)
     specials = len(SPECIALS) if spec.kind == "word" else 0  # a word shortlist adds them; spm counts them
@@ -69,7 +69,7 @@ def runtime_minutes(resources: ResourcesConfig, wall_hours: float) -> int:
 
 
 def estimate(cfg: Config, model: str) -> Budget:
-    from attnrepro.train import batches_per_update
+    from attnrepro.training.loop import batches_per_update
 
     mc = cfg.model(model)
     res, tc = mc.resources, mc.train

@@ -329,14 +329,14 @@ def _labels(cfg: Config) -> dict[str, str]:
 
 def _dashed(cfg: Config) -> list[str]:
     """Models without attention (drawn dashed in every figure)."""
-    from attnrepro.plots import has_attention
+    from attnrepro.evaluation.plots import has_attention
 
     return [name for name, m in cfg.models.items() if not has_attention(m.arch)]
 
 
 def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> None:
     """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst."""
-    from attnrepro import captions as cap
+    from attnrepro.evaluation import captions as cap
 
     scores = {name: read_bleu(results / name / "bleu.json") for name in cfg.models}
     logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
@@ -385,8 +385,8 @@ def write_bleu_by_length_figure(
     cfg: Config, results: Path, out_stem: Path, caption: Path, papers: dict[str, Any] | None = None
 ) -> None:
     """Fig. 2 as out_stem.{png,pdf}; the paper's points only on a full run of the paper's dataset."""
-    from attnrepro import captions as cap
-    from attnrepro.plots import bleu_by_length_figure, save
+    from attnrepro.evaluation import captions as cap
+    from attnrepro.evaluation.plots import bleu_by_length_figure, save
 
     papers = paper_numbers() if papers is None else papers
     per_model = {name: results / name / "bleu_by_length.csv" for name in cfg.models}
@@ -416,7 +416,7 @@ def write_bleu_by_length_figure(
 
 def token_strings(tokenizer: Any, line: str) -> list[str]:
     """The tokens a model saw for `line`, one per id: words (unknown ones marked) or sentencepiece pieces."""
-    from attnrepro.tokenize import UNK, WordVocab
+    from attnrepro.data.tokenize import UNK, WordVocab
 
     ids = tokenizer.encode(line)
     if hasattr(tokenizer, "tokenize"):  # Moses word path
@@ -429,7 +429,7 @@ def token_strings(tokenizer: Any, line: str) -> list[str]:
 
 
 def alignment_sentences(cfg: Config, test_src: Path) -> list[int]:
-    from attnrepro.plots import select_alignment_sentences
+    from attnrepro.evaluation.plots import select_alignment_sentences
 
     with open(test_src, encoding="utf-8") as f:
         sources = [line.rstrip("\n") for line in f]
@@ -447,10 +447,10 @@ def write_alignments(
     caption: Path,
 ) -> list[Path]:
     """Fig. 3: one heatmap per selected test sentence, out_stem_{k}.png for k = 0 .. n_alignments-1."""
-    from attnrepro import captions as cap
-    from attnrepro.attention_file import load_attention
-    from attnrepro.plots import alignment_figure, has_attention, save
-    from attnrepro.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.decoding.attention_file import load_attention
+    from attnrepro.evaluation import captions as cap
+    from attnrepro.evaluation.plots import alignment_figure, has_attention, save
 
     mc = cfg.model(model)
     if not has_attention(mc.arch):
@@ -486,8 +486,8 @@ def write_alignments(
 
 
 def write_training_curves(cfg: Config, results: Path, out_stem: Path, caption: Path) -> None:
-    from attnrepro import captions as cap
-    from attnrepro.plots import save, training_curves_figure
+    from attnrepro.evaluation import captions as cap
+    from attnrepro.evaluation.plots import save, training_curves_figure
 
     logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
     labels = {name: f"{m.label} ({training_length(m, logs[name])})" for name, m in cfg.models.items()}
