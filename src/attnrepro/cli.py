@@ -141,9 +141,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from attnrepro.data.tokenize import load_tokenizer
     from attnrepro.decoding.attention_file import save_attention
     from attnrepro.decoding.search import translate_lines
+    from attnrepro.evaluation.no_unk import write_no_unk_translations
+    from attnrepro.evaluation.scoring import read_test_split
     from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
 
     cfg = load_config(args.config)
+    lines, references = read_test_split(Path(args.src), Path(args.ref))
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
@@ -151,39 +154,33 @@ def cmd_translate(args: argparse.Namespace) -> None:
     src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
     tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
-    with open(args.src, encoding="utf-8", newline="\n") as f:
-        lines = [line.rstrip("\n") for line in f]
     search = cfg.search_of(args.model) if args.model else cfg.search
     hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
     out = Path(args.out)
     # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
-    out.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    texts = [tgt_tok.decode(h.tokens) for h in hypotheses]
+    out.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
     save_attention([h.attention for h in hypotheses], Path(args.attention))
     print(f"{out}: {len(hypotheses)} translations")
+    no_unk = (lines, references, texts) if spec.kind == "word" else None  # subwords have no No UNK subset
+    print(write_no_unk_translations(Path(args.out_no_unk), model, (src_tok, tgt_tok), search, no_unk))
 
 
 def cmd_score(args: argparse.Namespace) -> None:
     from attnrepro.data.tokenize import load_tokenizer
-    from attnrepro.evaluation.scoring import score_files, write_scores
+    from attnrepro.evaluation.scoring import NoUnkInput, score_files, write_scores
 
     cfg = load_config(args.config)
     spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
-    tokenizers = None  # "No UNK" exists only for word vocabularies
+    no_unk = None  # "No UNK" exists only for word vocabularies
     if spec.kind == "word":
         tok_dir = Path(args.tokenizer_dir)
-        tokenizers = (
-            load_tokenizer(spec, tok_dir / "src.model", src_lang),
-            load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang),
-        )
-    summary, rows = score_files(
-        Path(args.src),
-        Path(args.hyp),
-        Path(args.ref),
-        cfg.evaluate.bucket_width,
-        cfg.evaluate.max_len,
-        tgt_lang=tgt_lang,
-        tokenizers=tokenizers,
-    )
+        src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
+        tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+        no_unk = NoUnkInput(src_tok, tgt_tok, Path(args.hyp_no_unk))
+    unit = "moses" if cfg.wmt is not None else "whitespace"  # what the training filter counts (LENGTH_UNITS)
+    paths = (Path(args.src), Path(args.hyp), Path(args.ref))
+    summary, rows = score_files(*paths, cfg.evaluate, cfg.languages, length_unit=unit, no_unk=no_unk)
     summary["model"] = args.model
     summary["label"] = cfg.model(args.model).label
     write_scores(summary, rows, Path(args.json), Path(args.csv))
@@ -331,6 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--attention", required=True)
+    p.add_argument("--ref", required=True, help="the references of --src: they define the No UNK subset")
+    p.add_argument("--out-no-unk", required=True, help="the No UNK subset's translations, UNK banned (empty: subwords)")
     p.add_argument("--threads", type=int, default=1)
 
     p = verb("score", cmd_score, "sacreBLEU and tokenized BLEU, overall, by source length, and on No UNK")
@@ -338,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer-dir", help="the model's tokenizer (word vocabularies: the No UNK subset)")
     p.add_argument("--src", required=True)
     p.add_argument("--hyp", required=True)
+    p.add_argument("--hyp-no-unk", required=True, help="translate's --out-no-unk (read for word vocabularies)")
     p.add_argument("--ref", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--csv", required=True)

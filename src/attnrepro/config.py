@@ -169,6 +169,8 @@ class EvaluateConfig:
     bucket_width: int = 10
     max_len: int = 80
     n_alignments: int = 4
+    bootstrap_resamples: int = 1000  # 0: no confidence intervals
+    bootstrap_seed: int = 12345  # sacreBLEU's default SACREBLEU_SEED
 
 
 @dataclass(frozen=True)

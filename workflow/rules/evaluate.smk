@@ -4,19 +4,22 @@ localrules:
 
 
 rule score:
-    """sacreBLEU (with signature) and tokenized BLEU on the test set: overall, by source-length
-    bucket, and on the sentences without an unknown word (Bahdanau Table 1's "No UNK")."""
+    """sacreBLEU (with signature) and tokenized BLEU on the test set with bootstrap intervals: overall,
+    by source-length bucket, and on the sentences without an unknown word (Bahdanau Table 1's "No UNK")."""
     input:
         tokenizer=model_tokenizer,
         src=f"{RESULTS}/data/test.src",
         ref=f"{RESULTS}/data/test.tgt",
         hyp=f"{RESULTS}/{{model}}/hyp.txt",
+        hyp_no_unk=f"{RESULTS}/{{model}}/hyp_no_unk.txt",
     output:
         json=f"{RESULTS}/{{model}}/bleu.json",
         csv=f"{RESULTS}/{{model}}/bleu_by_length.csv",
     params:
         config=RESOLVED_CONFIG,
-        evaluate={k: config["evaluate"][k] for k in ("bucket_width", "max_len")},  # what the scores depend on
+        evaluate={  # what the scores depend on
+            k: config["evaluate"][k] for k in ("bucket_width", "max_len", "bootstrap_resamples", "bootstrap_seed")
+        },
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     conda:
         "../../envs/attnrepro.yaml"
@@ -24,5 +27,6 @@ rule score:
         f"{RESULTS}/logs/score_{{model}}.log",
     shell:
         "attnrepro score --config {params.config:q} --model {wildcards.model:q} --tokenizer-dir {params.tokenizer_dir:q}"
-        " --src {input.src:q} --hyp {input.hyp:q} --ref {input.ref:q} --json {output.json:q} --csv {output.csv:q}"
+        " --src {input.src:q} --hyp {input.hyp:q} --hyp-no-unk {input.hyp_no_unk:q} --ref {input.ref:q}"
+        " --json {output.json:q} --csv {output.csv:q}"
         " > {log:q} 2>&1"

@@ -1,11 +1,14 @@
 rule translate:
-    """Beam search over the test set; attention weights of every sentence go to attn.npz."""
+    """Beam search over the test set; attention weights of every sentence go to attn.npz. The No UNK
+    subset (its references name it) is searched again with UNK banned, into hyp_no_unk.txt."""
     input:
         tokenizer=model_tokenizer,
         checkpoint=translation_checkpoint,
         src=f"{RESULTS}/data/test.src",
+        ref=f"{RESULTS}/data/test.tgt",
     output:
         hyp=f"{RESULTS}/{{model}}/hyp.txt",
+        hyp_no_unk=f"{RESULTS}/{{model}}/hyp_no_unk.txt",
         attention=f"{RESULTS}/{{model}}/attn.npz",
     params:
         config=RESOLVED_CONFIG,
@@ -28,4 +31,5 @@ rule translate:
     shell:
         "attnrepro translate --config {params.config:q} --model {wildcards.model:q} --checkpoint {input.checkpoint:q}"
         " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --out {output.hyp:q}"
-        " --attention {output.attention:q} --threads {threads} > {log:q} 2>&1"
+        " --attention {output.attention:q} --ref {input.ref:q} --out-no-unk {output.hyp_no_unk:q}"
+        " --threads {threads} > {log:q} 2>&1"

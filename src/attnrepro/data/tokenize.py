@@ -4,7 +4,10 @@ Moses tokenization, or sentencepiece (Vaswani et al. 2017's shared subword vocab
 All share the special ids <pad>=0, <unk>=1, <s>=2, </s>=3, and all are saved as one file
 per language (`src.model`, `tgt.model`; identical files when the vocabulary is shared).
 `decode` always returns plain text: sentencepiece detokenizes itself, and the Moses word
-path is Moses-detokenized, so sacreBLEU scores hypotheses against the raw reference.
+path is Moses-detokenized, so sacreBLEU scores hypotheses against the raw reference. A word
+vocabulary writes an unknown word as `UNK_WORD` ("UNK"), one alphanumeric token: "<unk>" would
+be split into "<", "unk", ">" by both sacreBLEU's 13a and the Moses tokenizer, and one unknown
+word would count as three tokens in every BLEU.
 
 Large corpora are streamed: `encode_corpus` writes ids to disk in chunks and assembles the
 .npz without holding a corpus in memory (ids as uint16 when the vocabulary fits, else int32).
@@ -28,6 +31,7 @@ from attnrepro.config import TokenizerConfig
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+UNK_WORD = "UNK"  # how decoded text writes <unk>: one token for 13a and Moses alike (see the module docstring)
 CHUNK_LINES = 10_000  # lines encoded between writes to disk
 
 
@@ -69,8 +73,8 @@ class WordVocab:
         return [self.words[i] for i in ids]
 
     def words_of(self, ids: Iterable[int]) -> list[str]:
-        """The words of `ids` without <pad>, <s>, </s> (<unk> is kept, as the papers printed it)."""
-        return [self.words[i] for i in ids if i >= len(SPECIALS) or i == UNK]
+        """The words of `ids` without <pad>, <s>, </s>; <unk> is kept as the one token `UNK_WORD`."""
+        return [UNK_WORD if i == UNK else self.words[i] for i in ids if i >= len(SPECIALS) or i == UNK]
 
     def decode(self, ids: Iterable[int]) -> str:
         return " ".join(self.words_of(ids))

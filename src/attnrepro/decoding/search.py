@@ -17,7 +17,7 @@ from torch import Tensor
 
 from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad, sentence_batches
-from attnrepro.data.tokenize import BOS, EOS, PAD, Tokenizer
+from attnrepro.data.tokenize import BOS, EOS, PAD, UNK, Tokenizer
 from attnrepro.models import Seq2SeqModel
 
 
@@ -43,8 +43,10 @@ def beam_search(
     beam: int,
     max_lens: Tensor,
     alpha: float = 0.0,
+    ban_unk: bool = False,
 ) -> list[Hypothesis]:
-    """src, src_mask: (batch, src_len); max_lens: (batch,) longest output per sentence (with </s>)."""
+    """src, src_mask: (batch, src_len); max_lens: (batch,) longest output per sentence (with </s>).
+    ban_unk: never emit <unk> (Bahdanau 2014, Table 1's No-UNK column was decoded so)."""
     model.eval()
     batch = src.size(0)
     rows = batch * beam
@@ -69,6 +71,8 @@ def beam_search(
         log_probs, state, attn = model.decode_step(memory, state, prev)  # (rows, vocab)
         vocab = log_probs.size(1)
         log_probs = log_probs.index_fill(1, NEVER_EMITTED, float("-inf"))
+        if ban_unk:
+            log_probs[:, UNK] = float("-inf")
         # Finished beams continue with <pad> at no cost; beams at their length limit must end.
         log_probs = torch.where(finished[:, None], _only(PAD, vocab), log_probs)
         at_limit = ~finished & (row_max == step + 1)
@@ -137,6 +141,7 @@ def translate_lines(
     tgt_tok: Tokenizer,
     lines: list[str],
     sc: SearchConfig,
+    ban_unk: bool = False,
 ) -> list[Hypothesis]:
     """Beam-search every line (batched by length); hypotheses come back in input order."""
     encoded = [np.asarray(src_tok.encode(line), dtype=np.int64) for line in lines]
@@ -151,6 +156,6 @@ def translate_lines(
             continue
         src = pad([encoded[i] for i in nonempty])
         max_lens = torch.from_numpy(np.floor(sc.max_len_a * lens[nonempty] + sc.max_len_b).astype(np.int64) + 1)
-        for i, hyp in zip(nonempty, beam_search(model, src, src != PAD, sc.beam, max_lens, sc.length_penalty)):
+        for i, hyp in zip(nonempty, beam_search(model, src, src != PAD, sc.beam, max_lens, sc.length_penalty, ban_unk)):
             results[i] = hyp
     return results  # type: ignore[return-value]

@@ -4,35 +4,69 @@
 - tokenized BLEU as the papers computed it with `multi-bleu.perl`: hypothesis and reference
   Moses-tokenized (sacremoses, the Python port of `tokenizer.perl`) and scored with
   `tokenize='none'` and no smoothing (multi-bleu.perl scores 0 when an n-gram order has no match).
+  For a German target, hyphenated compounds are then split as tensor2tensor's `get_ende_bleu.sh`
+  did for Vaswani et al. 2017's En-De numbers ("rich-text" -> "rich ##AT##-##AT## text").
 
-Also BLEU per source-length bucket (Bahdanau et al. 2014, Fig. 2) and on the sentences without
-an unknown word (Bahdanau et al. 2014, Table 1, "No UNK"), which exists only for word vocabularies.
+Also BLEU per source-length bucket (Bahdanau et al. 2014, Fig. 2) and on the sentences without an
+unknown word (Bahdanau et al. 2014, Table 1, "No UNK"), which exists only for word vocabularies and
+is scored from the translations of a search that never emits UNK (`attnrepro translate` writes them).
+
+Every test line is scored: an empty source line has an empty translation, which is scored against
+its reference and counted in the first length bucket.
+
+Each corpus score comes with a bootstrap interval (Koehn 2004), by sacreBLEU's procedure
+(`sacrebleu.significance._bootstrap_resample`): sentence indices drawn with replacement by
+`numpy.random.default_rng(seed).choice`, the metric of each resample's summed sentence statistics,
+and the 95 % bounds at the (n // 40)-th lowest and highest of the n resampled scores. The sentence
+statistics are extracted once; resampling sums them, never re-tokenizes text.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from sacrebleu.metrics import BLEU
 
-from attnrepro.data.tokenize import UNK, Tokenizer
-
-NO_UNK_DEFINITION = (
-    "test sentences whose source and reference contain no word outside the model's source and target "
-    "vocabularies (Bahdanau et al. 2014, Table 1: 'No UNK')"
+from attnrepro.config import EvaluateConfig
+from attnrepro.data.tokenize import Tokenizer
+from attnrepro.errors import DataError
+from attnrepro.evaluation.no_unk import (
+    NO_UNK_BANNED,
+    NO_UNK_DEFINITION,
+    NO_UNK_MAIN,
+    NO_UNK_SUBWORD,
+    main_search_serves_no_unk,
+    no_unk_mask,
 )
+
+LENGTH_UNITS = {  # what a bucket's source length counts: the words that the training filter counts
+    "whitespace": "source words (whitespace-separated)",
+    "moses": "Moses-tokenized source words (sacremoses -l {lang})",
+}
+COMPOUND_SPLIT = "compound-split:##AT##"  # tensor2tensor get_ende_bleu.sh, in the tokenized signature
+BOOTSTRAP_CONFIDENCE = 0.95  # the bounds below are sacreBLEU's: 1/40 of the resamples cut from each end
+RESAMPLE_CHUNK = 100  # resamples drawn at once: 3 x 100 x n_sentences x 8 bytes (7 MB for newstest2014)
 SCORE_LABELS = {  # what each score in bleu.json is, for people and table headers
     "bleu": "sacreBLEU, detokenized output (signature in 'signature')",
-    "bleu_tokenized": "tokenized BLEU as the papers' multi-bleu.perl: Moses-tokenized text, tokenize=none",
+    "bleu_ci": "95 % bootstrap interval of 'bleu' (percentile bounds; settings in 'bootstrap')",
+    "bleu_tokenized": "tokenized BLEU as the papers' multi-bleu.perl: Moses-tokenized text, tokenize=none "
+    "(German targets: hyphenated compounds split, ##AT##)",
+    "bleu_tokenized_ci": "95 % bootstrap interval of 'bleu_tokenized'",
+    "length_unit": "what the source lengths of bleu_by_length.csv's buckets count; per-bucket scores are sacreBLEU",
     "no_unk.bleu": "sacreBLEU on the No UNK subset",
     "no_unk.bleu_tokenized": "tokenized BLEU on the No UNK subset (Bahdanau Table 1's 'No UNK' column)",
+    "no_unk.decoding": f"where the subset's translations come from: '{NO_UNK_BANNED}' (UNK never emitted) "
+    f"or '{NO_UNK_MAIN}' (the main translations are that search's answer)",
 }
-NO_UNK_SUBWORD = "does not apply: a subword vocabulary (sentencepiece) spells every word, so there is no UNK subset"
+CSV_COLUMNS = ["bucket_lo", "bucket_hi", "n_sentences", "bleu", "bleu_ci_lo", "bleu_ci_hi"]
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
@@ -50,108 +84,237 @@ def moses_tokenize(lines: Sequence[str], lang: str) -> list[str]:
     return [moses.tokenize(line, escape=False, return_str=True) for line in lines]
 
 
+def split_compounds(lines: Sequence[str]) -> list[str]:
+    """Hyphenated compounds as tensor2tensor's get_ende_bleu.sh wrote them for Vaswani et al. 2017's En-De
+    BLEU: `perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'` (non-overlapping, so "a-b-c" keeps its second "-")."""
+    return [re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line) for line in lines]
+
+
+def tokenize_for_bleu(lines: Sequence[str], lang: str) -> list[str]:
+    """The text multi-bleu.perl scored: Moses-tokenized; German compounds split (get_ende_bleu.sh)."""
+    tokenized = moses_tokenize(lines, lang)
+    return split_compounds(tokenized) if lang == "de" else tokenized
+
+
+def tokenized_metric() -> BLEU:
+    """multi-bleu.perl's BLEU on already tokenized text; `force`: lines ending in " ." are meant so."""
+    return BLEU(tokenize="none", smooth_method="none", force=True)
+
+
+def tokenized_signature(metric: BLEU, lang: str) -> str:
+    compounds = f"|{COMPOUND_SPLIT}" if lang == "de" else ""
+    return f"pretok:sacremoses-{version('sacremoses')}-{lang}-noescape{compounds}|{metric.get_signature()}"
+
+
 def tokenized_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
     """multi-bleu.perl's BLEU: Moses-tokenized text, no further tokenization, no smoothing; and a signature."""
-    metric = BLEU(tokenize="none", smooth_method="none")
-    score = metric.corpus_score(moses_tokenize(hypotheses, lang), [moses_tokenize(references, lang)])
-    return score.score, f"pretok:sacremoses-{version('sacremoses')}-{lang}-noescape|{metric.get_signature()}"
+    metric = tokenized_metric()
+    score = metric.corpus_score(tokenize_for_bleu(hypotheses, lang), [tokenize_for_bleu(references, lang)])
+    return score.score, tokenized_signature(metric, lang)
 
 
-def has_no_unknown_word(tokenizer: Tokenizer, line: str) -> bool:
-    """True when every word of `line` is in the tokenizer's word vocabulary (ids never hit <unk>)."""
-    return UNK not in tokenizer.encode(line)
+@dataclass(frozen=True)
+class SentenceStats:
+    """sacreBLEU's statistics of each sentence (hypothesis and reference length, n-gram matches and totals):
+    the score of any set of sentences is the metric of the sum of their rows, as in `corpus_score`."""
+
+    metric: BLEU
+    rows: np.ndarray  # (n_sentences, 2 + 2 * max_ngram_order), int64
+
+    @classmethod
+    def extract(cls, metric: BLEU, hypotheses: Sequence[str], references: Sequence[str]) -> SentenceStats:
+        stats = metric._extract_corpus_statistics(hypotheses, [references])
+        return cls(metric, np.asarray(stats, dtype=np.int64).reshape(len(hypotheses), -1))
+
+    def subset(self, members: Sequence[int] | np.ndarray) -> SentenceStats:
+        return SentenceStats(self.metric, self.rows[np.asarray(members, dtype=np.int64)])
+
+    def bleu(self) -> float:
+        return self._score(self.rows.sum(0))
+
+    def interval(self, resamples: int, seed: int) -> tuple[float, float] | None:
+        """95 % bootstrap interval of `bleu()`, sacreBLEU's procedure (module docstring); None when off (0)."""
+        if resamples == 0:
+            return None
+        rng = np.random.default_rng(seed)
+        sizes = [min(RESAMPLE_CHUNK, resamples - start) for start in range(0, resamples, RESAMPLE_CHUNK)]
+        # chunks draw the same stream as sacreBLEU's one rng.choice(n, size=(resamples, n)), in bounded memory
+        scores = sorted(self._score(summed) for size in sizes for summed in self._resampled_sums(rng, size))
+        cut = resamples // 40  # sacreBLEU's estimate_ci: 2.5 % of the resamples on each side
+        return scores[cut], scores[resamples - cut - 1]
+
+    def _resampled_sums(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """The summed statistics of `size` resamples, (size, columns): how often each resample drew each
+        sentence, times the rows; exact in float64 (counts far below 2**53) and 6x faster than summing
+        the drawn rows one resample at a time."""
+        n = len(self.rows)
+        draws = rng.choice(n, size=(size, n), replace=True)  # sentence indices
+        counts = np.bincount((draws + n * np.arange(size)[:, None]).ravel(), minlength=size * n)
+        sums = counts.reshape(size, n).astype(np.float64) @ self.rows.astype(np.float64)
+        return np.rint(sums).astype(np.int64)
+
+    def _score(self, summed: np.ndarray) -> float:
+        return self.metric._compute_score_from_stats(summed.tolist()).score
 
 
-def no_unk_mask(
-    sources: Sequence[str], references: Sequence[str], src_tok: Tokenizer, tgt_tok: Tokenizer
-) -> list[bool]:
-    """Per sentence: neither the source nor the reference has an unknown word (our reading of "No UNK")."""
-    return [has_no_unknown_word(src_tok, s) and has_no_unknown_word(tgt_tok, r) for s, r in zip(sources, references)]
+def sentence_stats(
+    hypotheses: Sequence[str], references: Sequence[str], tgt_lang: str
+) -> tuple[SentenceStats, SentenceStats]:
+    """The statistics of every sentence for sacreBLEU and for tokenized BLEU."""
+    sacre = SentenceStats.extract(BLEU(), hypotheses, references)
+    hyps, refs = tokenize_for_bleu(hypotheses, tgt_lang), tokenize_for_bleu(references, tgt_lang)
+    return sacre, SentenceStats.extract(tokenized_metric(), hyps, refs)
 
 
 def bucket_of(length: int, width: int, max_len: int) -> tuple[int, int]:
-    """(lo, hi] bucket of a source length: 1..10 -> (0, 10]; lengths past max_len join the last bucket."""
+    """(lo, hi] bucket of a source length: 1..10 -> (0, 10]; an empty line joins the first bucket,
+    lengths past max_len the last."""
     lo = min((max(length, 1) - 1) // width * width, max(max_len - width, 0))
     return lo, lo + width
 
 
-def bleu_by_length(
-    sources: list[str], hypotheses: list[str], references: list[str], width: int, max_len: int
-) -> list[dict[str, Any]]:
-    """One row per (lo, hi] bucket of source words: bucket_lo, bucket_hi, n_sentences, bleu."""
+def source_lengths(sources: Sequence[str], unit: str, lang: str) -> list[int]:
+    """Length of each source in `unit` (a key of LENGTH_UNITS)."""
+    words = moses_tokenize(sources, lang) if unit == "moses" else sources
+    return [len(line.split()) for line in words]
+
+
+def bleu_by_length(lengths: Sequence[int], stats: SentenceStats, ev: EvaluateConfig) -> list[dict[str, Any]]:
+    """One row per (lo, hi] bucket of source lengths: CSV_COLUMNS, the interval None when bootstrapping is off."""
     buckets: dict[tuple[int, int], list[int]] = {}
-    for i, src in enumerate(sources):
-        buckets.setdefault(bucket_of(len(src.split()), width, max_len), []).append(i)
+    for i, length in enumerate(lengths):
+        buckets.setdefault(bucket_of(length, ev.bucket_width, ev.max_len), []).append(i)
     rows = []
     for (lo, hi), members in sorted(buckets.items()):
-        bleu, _ = corpus_bleu([hypotheses[i] for i in members], [references[i] for i in members])
-        rows.append({"bucket_lo": lo, "bucket_hi": hi, "n_sentences": len(members), "bleu": round(bleu, 2)})
+        bucket = stats.subset(members)
+        lo_ci, hi_ci = bucket.interval(ev.bootstrap_resamples, ev.bootstrap_seed) or (None, None)
+        row = {"bucket_lo": lo, "bucket_hi": hi, "n_sentences": len(members), "bleu": _round(bucket.bleu())}
+        rows.append({**row, "bleu_ci_lo": _round(lo_ci), "bleu_ci_hi": _round(hi_ci)})
     return rows
+
+
+@dataclass(frozen=True)
+class NoUnkInput:
+    """What the No UNK subset is scored from: the model's word vocabularies and `hyp_no_unk.txt` (the
+    subset's translations, in test order, one line per subset sentence)."""
+
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    hypotheses: Path
 
 
 def score_files(
     src_path: Path,
     hyp_path: Path,
     ref_path: Path,
-    width: int,
-    max_len: int,
-    tgt_lang: str = "en",
-    tokenizers: tuple[Tokenizer, Tokenizer] | None = None,
+    ev: EvaluateConfig,
+    languages: tuple[str, str] = ("en", "en"),
+    length_unit: str = "whitespace",
+    no_unk: NoUnkInput | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """bleu.json's summary and the per-length rows. `tokenizers` (source, target) are the model's word
-    vocabularies for the "No UNK" subset; None for subword vocabularies, where the subset does not apply."""
-    sources, hypotheses, references = (_read_lines(p) for p in (src_path, hyp_path, ref_path))
-    if not len(sources) == len(hypotheses) == len(references):
-        raise ValueError(
-            f"line counts differ: {src_path} {len(sources)}, {hyp_path} {len(hypotheses)}, {ref_path} {len(references)}"
-        )
-    bleu, signature = corpus_bleu(hypotheses, references)
-    bleu_tok, signature_tok = tokenized_bleu(hypotheses, references, tgt_lang)
+    """bleu.json's summary and the per-length rows. `no_unk` is None for subword vocabularies, where the
+    No UNK subset does not apply; `length_unit` is a key of LENGTH_UNITS."""
+    sources, hypotheses, references = read_test_split(src_path, hyp_path, ref_path)
+    src_lang, tgt_lang = languages
+    sacre, tokenized = sentence_stats(hypotheses, references, tgt_lang)
+    overall = _scores(sacre, tokenized, ev)
     summary: dict[str, Any] = {
-        "bleu": round(bleu, 2),
-        "signature": signature,
+        "bleu": overall["bleu"],
+        "bleu_ci": overall["bleu_ci"],
+        "signature": str(sacre.metric.get_signature()),
         "n_sentences": len(sources),
-        "bleu_tokenized": round(bleu_tok, 2),
-        "signature_tokenized": signature_tok,
-        "no_unk": _no_unk_summary(sources, hypotheses, references, tgt_lang, tokenizers, (bleu, bleu_tok)),
+        "bleu_tokenized": overall["bleu_tokenized"],
+        "bleu_tokenized_ci": overall["bleu_tokenized_ci"],
+        "signature_tokenized": tokenized_signature(tokenized.metric, tgt_lang),
+        "bootstrap": {
+            "resamples": ev.bootstrap_resamples,
+            "seed": ev.bootstrap_seed,
+            "confidence": BOOTSTRAP_CONFIDENCE,
+        },
+        "length_unit": LENGTH_UNITS[length_unit].format(lang=src_lang),
+        "no_unk": {"applies": False, "definition": NO_UNK_SUBWORD},
         "labels": SCORE_LABELS,
     }
-    return summary, bleu_by_length(sources, hypotheses, references, width, max_len)
+    if no_unk is not None:
+        texts = (sources, hypotheses, references)
+        summary["no_unk"] = _no_unk_summary(texts, hyp_path, no_unk, overall, tgt_lang, ev)
+    rows = bleu_by_length(source_lengths(sources, length_unit, src_lang), sacre, ev)
+    return summary, rows
+
+
+def _scores(sacre: SentenceStats, tokenized: SentenceStats, ev: EvaluateConfig) -> dict[str, Any]:
+    """sacreBLEU and tokenized BLEU of one set of sentences, each with its interval (None when off)."""
+    return {
+        "bleu": _round(sacre.bleu()),
+        "bleu_ci": _round_pair(sacre.interval(ev.bootstrap_resamples, ev.bootstrap_seed)),
+        "bleu_tokenized": _round(tokenized.bleu()),
+        "bleu_tokenized_ci": _round_pair(tokenized.interval(ev.bootstrap_resamples, ev.bootstrap_seed)),
+    }
 
 
 def _no_unk_summary(
-    sources: list[str],
-    hypotheses: list[str],
-    references: list[str],
+    texts: tuple[list[str], list[str], list[str]],
+    hyp_path: Path,
+    no_unk: NoUnkInput,
+    overall: dict[str, Any],
     tgt_lang: str,
-    tokenizers: tuple[Tokenizer, Tokenizer] | None,
-    overall: tuple[float, float],
+    ev: EvaluateConfig,
 ) -> dict[str, Any]:
-    """`overall`: (sacreBLEU, tokenized BLEU) of every sentence, the subset's scores when it is all of them."""
-    if tokenizers is None:
-        return {"applies": False, "definition": NO_UNK_SUBWORD}
-    keep = no_unk_mask(sources, references, *tokenizers)
+    """The No UNK block; `overall` holds the scores of every sentence, the subset's when it is all of them."""
+    sources, hypotheses, references = texts
+    keep = no_unk_mask(sources, references, no_unk.src_tok, no_unk.tgt_tok)
+    subset_hyps = read_lines(no_unk.hypotheses)
+    if len(subset_hyps) != sum(keep):
+        raise DataError(
+            f"{no_unk.hypotheses}: {len(subset_hyps)} lines, but the No UNK subset has {sum(keep)} sentences;"
+            " it was not written by `attnrepro translate` for this test set and vocabulary: translate again"
+        )
     summary: dict[str, Any] = {"applies": True, "definition": NO_UNK_DEFINITION, "n_sentences": sum(keep)}
     if not any(keep):
-        summary["bleu"] = summary["bleu_tokenized"] = None
-    elif all(keep):  # the embedded corpus: its vocabulary spells every word
-        summary["bleu"], summary["bleu_tokenized"] = (round(score, 2) for score in overall)
-    else:
-        hyps = [h for h, k in zip(hypotheses, keep) if k]
-        refs = [r for r, k in zip(references, keep) if k]
-        summary["bleu"] = round(corpus_bleu(hyps, refs)[0], 2)
-        summary["bleu_tokenized"] = round(tokenized_bleu(hyps, refs, tgt_lang)[0], 2)
-    return summary
+        return {**summary, "decoding": None, **dict.fromkeys(overall)}
+    if main_search_serves_no_unk(keep, hypotheses):  # the embedded corpus: its vocabulary spells every word
+        if subset_hyps != hypotheses:
+            raise DataError(f"{no_unk.hypotheses}: differs from {hyp_path}, which it should repeat: translate again")
+        return {**summary, "decoding": NO_UNK_MAIN, **overall}
+    refs = [r for r, k in zip(references, keep) if k]
+    return {**summary, "decoding": NO_UNK_BANNED, **_scores(*sentence_stats(subset_hyps, refs, tgt_lang), ev)}
 
 
 def write_scores(summary: dict[str, Any], rows: list[dict[str, Any]], json_path: Path, csv_path: Path) -> None:
     json_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, ["bucket_lo", "bucket_hi", "n_sentences", "bleu"])
+        writer = csv.DictWriter(f, CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
 
 
-def _read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+def read_test_split(src_path: Path, *aligned: Path) -> list[list[str]]:
+    """The lines of a test source and of the files aligned with it (references, translations); DataError
+    when the source is empty or a line count differs."""
+    texts = [read_lines(path) for path in (src_path, *aligned)]
+    if not texts[0]:
+        raise DataError(f"{src_path}: the test split is empty: there is nothing to translate or score")
+    if len({len(lines) for lines in texts}) > 1:
+        counts = ", ".join(f"{path} {len(lines)}" for path, lines in zip((src_path, *aligned), texts))
+        raise DataError(f"line counts differ: {counts}")
+    return texts
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file, split at "\\n" only (as `attnrepro translate` reads its source)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(f"{path}:{line}: not valid UTF-8") from None
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _round(score: float | None) -> float | None:
+    return None if score is None else round(score, 2)
+
+
+def _round_pair(pair: tuple[float, float] | None) -> list[float] | None:
+    return None if pair is None else [round(pair[0], 2), round(pair[1], 2)]
