@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnrepro.data.tokenize import UNK, WordVocab
+from attnrepro.evaluation.figures import token_strings
 from attnrepro.evaluation.plots import (
     ATTENTION_ARCHS,
     alignment_figure,
@@ -16,7 +17,6 @@ from attnrepro.evaluation.plots import (
     select_alignment_sentences,
     training_curves_figure,
 )
-from attnrepro.evaluation.report import token_strings
 from attnrepro.models import REGISTRY
 
 from conftest import ATTENTION_ARCHS as MODEL_ATTENTION_ARCHS

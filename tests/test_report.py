@@ -11,18 +11,10 @@ import torch
 
 from attnrepro.config import WmtDataConfig, load_config
 from attnrepro.evaluation import captions
-from attnrepro.evaluation.report import (
-    bleu_by_length_wide,
-    fig2_paper_points,
-    markdown,
-    paper_numbers,
-    paper_row,
-    parameter_count,
-    table1,
-    table2,
-    table_notes,
-    training_flops,
-)
+from attnrepro.evaluation.papers import fig2_paper_points, paper_numbers, paper_row
+from attnrepro.evaluation.render import markdown
+from attnrepro.evaluation.runs import parameter_count
+from attnrepro.evaluation.tables import bleu_by_length_wide, table1, table2, table_notes, training_flops
 from attnrepro.models import count_parameters
 
 from conftest import REPO, TINY_PARAMS, tiny_model

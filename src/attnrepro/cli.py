@@ -191,21 +191,21 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_tables(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_tables
+    from attnrepro.evaluation.tables import write_tables
 
     cfg = load_config(args.config)
     write_tables(cfg, Path(args.results), Path(args.out_dir), Path(args.captions))
 
 
 def cmd_figure_length(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_bleu_by_length_figure
+    from attnrepro.evaluation.figures import write_bleu_by_length_figure
 
     cfg = load_config(args.config)
     write_bleu_by_length_figure(cfg, Path(args.results), Path(args.figure), Path(args.caption))
 
 
 def cmd_figure_alignments(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_alignments
+    from attnrepro.evaluation.figures import write_alignments
 
     cfg = load_config(args.config)
     paths = write_alignments(
@@ -222,7 +222,7 @@ def cmd_figure_alignments(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_training(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_training_curves
+    from attnrepro.evaluation.figures import write_training_curves
 
     cfg = load_config(args.config)
     write_training_curves(cfg, Path(args.results), Path(args.figure), Path(args.caption))
