@@ -11,6 +11,7 @@ import torch
 
 from attnrepro.config import WmtDataConfig, load_config
 from attnrepro.evaluation import captions
+from attnrepro.evaluation.figures import write_bleu_by_length_figure
 from attnrepro.evaluation.papers import fig2_paper_points, paper_numbers, paper_row
 from attnrepro.evaluation.render import markdown
 from attnrepro.evaluation.runs import parameter_count
@@ -19,7 +20,7 @@ from attnrepro.models import count_parameters
 
 from conftest import REPO, TINY_PARAMS, tiny_model
 
-PAPERS_MD = REPO.parent / "shared" / "PAPERS.md"
+PAPERS_MD = REPO / "docs" / "papers.md"  # the papers' setups and numbers, the source of paper_numbers.yaml
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +55,35 @@ def test_paper_numbers_are_the_papers():
     assert (t2["Transformer big"]["en_de"], t2["Transformer big"]["en_fr"], t2["Transformer big"]["flops"]) == (
         28.4, 41.8, 2.3e19,
     )  # fmt: skip
-    assert papers["bahdanau2014_fig2"]["points"] == {}  # PAPERS.md describes Fig. 2 in words only
+    assert papers["bahdanau2014_fig2"]["points"] == {}  # docs/papers.md describes Fig. 2 in words only
     for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
         for name, row in papers[table]["rows"].items():
             numbers = {k: v for k, v in row.items() if k != "labels"}
             assert numbers and all(isinstance(v, float) for v in numbers.values()), (table, name, numbers)
 
 
+def numbers_in(text: str) -> set[float]:
+    """Decimals in `text`, with powers of ten written 3.3e18, 3.3 × 10^18, 3.3·10^18 or 3.3 x 10<sup>18</sup>."""
+    found = {float(x) for x in re.findall(r"\d+\.\d+", text)}
+    power = r"(\d+\.\d+)\s*(?:e\+?|[×x·]\s*10\s*(?:\^|<sup>)\s*)(\d+)"
+    return found | {float(f"{m}e{e}") for m, e in re.findall(power, text)}
+
+
+def test_numbers_in_reads_the_ways_a_paper_number_is_written():
+    assert numbers_in("| 27.3 | 3.3e18 | 2.3 × 10^19 | 1.0·10^20 | 4.5 x 10<sup>21</sup> |") == {
+        27.3, 3.3, 2.3, 1.0, 4.5, 3.3e18, 2.3e19, 1.0e20, 4.5e21,
+    }  # fmt: skip
+
+
 def test_every_paper_number_appears_in_papers_md():
     if not PAPERS_MD.exists():
-        pytest.skip(f"{PAPERS_MD} is not part of this checkout")
-    text = PAPERS_MD.read_text(encoding="utf-8")
-    found = {float(x) for x in re.findall(r"\d+\.\d+", text)}
-    found |= {float(f"{m}e{e}") for m, e in re.findall(r"(\d+\.\d+)e(\d+)", text)}
+        pytest.skip(f"{PAPERS_MD} is not in this checkout yet (the lead writes docs/papers.md)")
+    found = numbers_in(PAPERS_MD.read_text(encoding="utf-8"))
     for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
         for name, row in paper_numbers()[table]["rows"].items():
             for key, value in row.items():
                 if key != "labels":
-                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in PAPERS.md"
+                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in docs/papers.md"
 
 
 def test_paper_rows_match_by_label_or_config_name(embedded):
@@ -152,7 +164,29 @@ def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):
         "paper: RNNsearch-50": [[10, 25.0], [20, 26.0]]
     }
     assert fig2_paper_points(replace(embedded, dataset="wmt14_en_de", wmt=wmt), papers) == {}
-    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt)) == {}  # PAPERS.md has none
+    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt)) == {}  # docs/papers.md has none
+
+
+def write_run_files(cfg, results, buckets=((0, 10), (10, 20), (20, 30))) -> None:
+    """The files of a finished run that the figures read: bleu_by_length.csv and train_log.csv per model."""
+    for i, name in enumerate(cfg.models):
+        (results / name).mkdir(parents=True)
+        rows = [{"bucket_lo": lo, "bucket_hi": hi, "n_sentences": 10, "bleu": 50.0 - i - k} for k, (lo, hi) in
+                enumerate(buckets)]  # fmt: skip
+        pd.DataFrame(rows).to_csv(results / name / "bleu_by_length.csv", index=False)
+        log = {"step": [50, 100], "epoch": [0, 0], "loss": [3.0, 2.0], "valid_loss": [None, 2.5]}
+        pd.DataFrame(log).to_csv(results / name / "train_log.csv", index=False)
+
+
+def test_fig2_caption_on_a_full_run_points_to_the_projects_own_papers_page(embedded, tmp_path):
+    wmt = WmtDataConfig(src_lang="en", tgt_lang="fr", files={}, corpora={}, splits={})
+    full = replace(embedded, dataset="wmt14_en_fr", wmt=wmt)
+    write_run_files(full, tmp_path / "results")
+    caption = tmp_path / "captions/bleu_by_length.rst"
+    write_bleu_by_length_figure(full, tmp_path / "results", tmp_path / "figures/bleu_by_length", caption)
+    last = caption.read_text(encoding="utf-8").splitlines()[-1]
+    assert last.startswith("- No paper points are drawn: the paper gives Fig. 2 as curves only")
+    assert last.endswith("(no per-length numbers in docs/papers.md).") and "shared" not in last
 
 
 def test_bleu_by_length_wide_and_findings():

@@ -49,7 +49,7 @@ def write_bleu_by_length_figure(
         findings.append(
             "No paper points are drawn: "
             + (
-                "the paper gives Fig. 2 as curves only (no per-length numbers in ../shared/PAPERS.md)."
+                "the paper gives Fig. 2 as curves only (no per-length numbers in docs/papers.md)."
                 if full_run
                 else f"this is not a full {fig2['dataset']} run."
             )

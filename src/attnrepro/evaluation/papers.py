@@ -1,5 +1,5 @@
 """The papers' numbers that our tables and figures put beside ours, looked up in `paper_numbers.yaml`
-(copied from ../shared/PAPERS.md): a configured model finds its paper row by label or config name."""
+(copied from docs/papers.md): a configured model finds its paper row by label or config name."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
 @cache
 def paper_numbers(path: Path = PAPER_NUMBERS) -> dict[str, Any]:
-    """The papers' tables (see paper_numbers.yaml); nothing here that ../shared/PAPERS.md lacks."""
+    """The papers' tables (see paper_numbers.yaml); nothing here that docs/papers.md lacks."""
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
@@ -55,7 +55,7 @@ def is_full_run_of(cfg: Config, dataset: str) -> bool:
 
 def fig2_paper_points(cfg: Config, papers: dict[str, Any] | None = None) -> dict[str, list[list[float]]]:
     """Bahdanau Fig. 2's points from paper_numbers.yaml ("paper: <row>" -> [[length, BLEU], ...]), only on a
-    full run of the paper's dataset; empty otherwise, and empty while PAPERS.md gives no per-length numbers."""
+    full run of the paper's dataset; empty otherwise, and empty while docs/papers.md gives no per-length numbers."""
     papers = paper_numbers() if papers is None else papers
     fig2 = papers["bahdanau2014_fig2"]
     if not is_full_run_of(cfg, fig2["dataset"]):
