@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from attnrepro.config import WmtDataConfig, load_config
+from attnrepro.errors import DataError
 from attnrepro.evaluation import captions
 from attnrepro.evaluation.figures import write_bleu_by_length_figure
 from attnrepro.evaluation.papers import fig2_paper_points, paper_numbers, paper_row
 from attnrepro.evaluation.render import markdown
-from attnrepro.evaluation.runs import parameter_count
+from attnrepro.evaluation.runs import read_checkpoint
 from attnrepro.evaluation.tables import bleu_by_length_wide, table1, table2, table_notes, training_flops
 from attnrepro.models import count_parameters
 
@@ -150,10 +151,10 @@ def test_parameter_count_rebuilds_the_model_of_a_checkpoint(tmp_path):
          "tgt_vocab": 19, "step": 1},
         path,
     )  # fmt: skip
-    assert parameter_count(path) == count_parameters(model)
+    assert read_checkpoint(path).parameter_count() == count_parameters(model)
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="broken.pt"):
-        parameter_count(tmp_path / "broken.pt")
+    with pytest.raises(DataError, match="broken.pt"):
+        read_checkpoint(tmp_path / "broken.pt")
 
 
 def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):

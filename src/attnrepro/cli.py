@@ -67,25 +67,22 @@ def cmd_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import load_tokenizer, train_tokenizers
+    from attnrepro.data.tokenize import load_tokenizer_pair, train_tokenizers
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
     out_dir = Path(args.out_dir)
     train_tokenizers(spec, Path(args.src), Path(args.tgt), out_dir, cfg.languages, args.threads)
-    for side, lang in zip(("src", "tgt"), cfg.languages):
-        print(f"{side}: {len(load_tokenizer(spec, out_dir / f'{side}.model', lang))} entries")
+    for side, tokenizer in zip(("src", "tgt"), load_tokenizer_pair(spec, out_dir, cfg.languages)):
+        print(f"{side}: {len(tokenizer)} entries")
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import encode_corpus, load_tokenizer
+    from attnrepro.data.tokenize import encode_corpus, load_tokenizer_pair
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
-    tok_dir = Path(args.tokenizer_dir)
-    src_lang, tgt_lang = cfg.languages
-    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
     n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out))
     print(f"{args.out}: {n} sentence pairs")
 
@@ -94,7 +91,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     import os
 
     from attnrepro.data.batching import Corpus
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.training.distributed import from_environment
     from attnrepro.training.launch import PREEMPTED_EXIT_CODE
     from attnrepro.training.loop import Preempted, train
@@ -102,9 +99,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
-    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
-    src_vocab = len(load_tokenizer(spec, tok_dir / "src.model", src_lang))
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_of(args.model), tok_dir, cfg.languages)
+    src_vocab = len(src_tok)
     mc = cfg.model(args.model)
     search = cfg.search_of(args.model)
     valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search) if mc.train.valid_bleu else None
@@ -138,7 +134,7 @@ def cmd_average(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     import torch
 
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.decoding.attention_file import save_attention
     from attnrepro.decoding.search import translate_lines
     from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
@@ -147,9 +143,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
-    src_lang, tgt_lang = cfg.languages
-    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
     with open(args.src, encoding="utf-8", newline="\n") as f:
         lines = [line.rstrip("\n") for line in f]
@@ -163,18 +157,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.evaluation.scoring import score_files, write_scores
 
     cfg = load_config(args.config)
-    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
+    spec, tgt_lang = cfg.tokenizer_of(args.model), cfg.languages[1]
     tokenizers = None  # "No UNK" exists only for word vocabularies
     if spec.kind == "word":
-        tok_dir = Path(args.tokenizer_dir)
-        tokenizers = (
-            load_tokenizer(spec, tok_dir / "src.model", src_lang),
-            load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang),
-        )
+        tokenizers = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
     summary, rows = score_files(
         Path(args.src),
         Path(args.hyp),
@@ -229,22 +219,16 @@ def cmd_figure_training(args: argparse.Namespace) -> None:
 
 
 def cmd_params(args: argparse.Namespace) -> None:
-    import torch
-
-    from attnrepro.data.tokenize import SPECIALS
-    from attnrepro.models import build_model, count_parameters
+    from attnrepro.models import parameter_count
+    from attnrepro.training.estimate import vocab_sizes
 
     cfg = load_config(args.config)
     mc = cfg.model(args.model)
-    spec = cfg.tokenizer_of(args.model)
-    specials = len(SPECIALS) if spec.kind == "word" else 0  # a word shortlist adds them; spm counts them
-    vocab = {side: spec.side_vocab_size(side) + specials for side in ("src", "tgt")}
-    src_vocab = args.src_vocab or vocab["src"]
-    tgt_vocab = args.tgt_vocab or vocab["tgt"]
+    src_configured, tgt_configured = vocab_sizes(cfg, args.model)
+    src_vocab = args.src_vocab or src_configured
+    tgt_vocab = args.tgt_vocab or tgt_configured
     print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
-    with torch.device("meta"):  # shapes only: a paper-scale model is counted without allocating it
-        model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params)
-    print(count_parameters(model))
+    print(parameter_count(mc.arch, src_vocab, tgt_vocab, mc.params))
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from attnrepro.config import Config
+from attnrepro.errors import ConfigError, DataError
 from attnrepro.evaluation import captions as cap
 from attnrepro.evaluation.papers import fig2_paper_points, is_full_run_of, paper_numbers
 from attnrepro.evaluation.plots import (
@@ -89,20 +90,18 @@ def write_alignments(
     caption: Path,
 ) -> list[Path]:
     """Fig. 3: one heatmap per selected test sentence, out_stem_{k}.png for k = 0 .. n_alignments-1."""
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.decoding.attention_file import load_attention
 
     mc = cfg.model(model)
     if not has_attention(mc.arch):
-        raise ValueError(f"models.{model}: arch {mc.arch!r} has no attention to plot")
-    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(model), cfg.languages
-    src_tok = load_tokenizer(spec, tokenizer_dir / "src.model", src_lang)
-    tgt_tok = load_tokenizer(spec, tokenizer_dir / "tgt.model", tgt_lang)
+        raise ConfigError(f"models.{model}: arch {mc.arch!r} has no attention to plot")
+    src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_of(model), tokenizer_dir, cfg.languages)
     sources = test_src.read_text(encoding="utf-8").splitlines()
     hypotheses = hyp.read_text(encoding="utf-8").splitlines()
     weights = load_attention(attention)
     if not len(sources) == len(hypotheses) == len(weights):
-        raise ValueError(f"{test_src}, {hyp}, {attention}: {len(sources)}, {len(hypotheses)}, {len(weights)} sentences")
+        raise DataError(f"{test_src}, {hyp}, {attention}: {len(sources)}, {len(hypotheses)}, {len(weights)} sentences")
     paths, described = [], []
     for k, index in enumerate(alignment_sentences(cfg, test_src)):
         w = weights[index]
@@ -111,7 +110,7 @@ def write_alignments(
         if len(tgt_tokens) != w.shape[0]:  # a subword re-encoding may differ from the searched pieces
             tgt_tokens = [f"#{i + 1}" for i in range(w.shape[0])]
         if w.size and len(src_tokens) != w.shape[1]:
-            raise ValueError(f"{attention}: sentence {index + 1} has {w.shape[1]} source positions, "
+            raise DataError(f"{attention}: sentence {index + 1} has {w.shape[1]} source positions, "
                              f"the tokenizer gives {len(src_tokens)}")  # fmt: skip
         if w.size == 0:
             src_tokens, tgt_tokens = [], []

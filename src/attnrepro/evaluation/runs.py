@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from attnrepro.config import ModelConfig
+from attnrepro.errors import DataError
 
 
 def read_bleu(path: Path) -> dict[str, Any]:
     """A model's bleu.json; an old one without the tokenized scores raises naming the file."""
     scores = json.loads(path.read_text(encoding="utf-8"))
     if "bleu_tokenized" not in scores or "no_unk" not in scores:
-        raise ValueError(f"{path}: no bleu_tokenized/no_unk (written by an older `attnrepro score`; rerun score)")
+        raise DataError(f"{path}: no bleu_tokenized/no_unk (written by an older `attnrepro score`; rerun score)")
     return scores
 
 
@@ -35,16 +37,28 @@ def training_length(model: ModelConfig, log: pd.DataFrame | None = None) -> str:
     return f"trained on ≤{model.train.max_src_len} words, {steps:,} steps"
 
 
-def parameter_count(checkpoint: Path) -> int:
-    """Trainable parameters of the model a checkpoint rebuilds (counted on the meta device, no weights read)."""
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """What the tables take from checkpoint.pt: the model it rebuilds."""
+
+    arch: str
+    params: dict[str, Any]
+    src_vocab: int
+    tgt_vocab: int
+
+    def parameter_count(self) -> int:
+        """Trainable parameters (counted on the meta device: no weights are read)."""
+        from attnrepro.models import parameter_count
+
+        return parameter_count(self.arch, self.src_vocab, self.tgt_vocab, self.params)
+
+
+def read_checkpoint(path: Path) -> RunCheckpoint:
+    """checkpoint.pt's description of its model (memory-mapped: the weights stay on disk)."""
     import torch
 
-    from attnrepro.models import build_model, count_parameters
-
     try:
-        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
-        arch, params, src_vocab, tgt_vocab = (ckpt[k] for k in ("arch", "params", "src_vocab", "tgt_vocab"))
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        return RunCheckpoint(*(ckpt[k] for k in ("arch", "params", "src_vocab", "tgt_vocab")))
     except Exception as err:
-        raise ValueError(f"{checkpoint}: cannot read the model's arch/params/vocabularies ({err})") from err
-    with torch.device("meta"):
-        return count_parameters(build_model(arch, src_vocab, tgt_vocab, params))
+        raise DataError(f"{path}: cannot read the model's arch/params/vocabularies ({err})") from err

@@ -18,7 +18,7 @@ from attnrepro.config import Config
 from attnrepro.evaluation import captions as cap
 from attnrepro.evaluation.papers import paper_numbers, paper_row, paper_value, short_source
 from attnrepro.evaluation.render import write_table
-from attnrepro.evaluation.runs import parameter_count, read_bleu, read_train_log
+from attnrepro.evaluation.runs import read_bleu, read_checkpoint, read_train_log
 
 FLOPS_NOTE = (
     "Our training FLOPs are an estimate: 6 x parameters x tokens seen (source + target tokens of every "
@@ -203,7 +203,7 @@ def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> No
     """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst."""
     scores = {name: read_bleu(results / name / "bleu.json") for name in cfg.models}
     logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
-    parameters = {name: parameter_count(results / name / "checkpoint.pt") for name in cfg.models}
+    parameters = {name: read_checkpoint(results / name / "checkpoint.pt").parameter_count() for name in cfg.models}
     captions.mkdir(parents=True, exist_ok=True)
 
     t1, note1 = table1(cfg, scores), table_notes(cfg, "table1")
