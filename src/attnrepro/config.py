@@ -153,7 +153,11 @@ class ModelConfig:
     tokenizer: str = ""  # a name under `tokenizers` (from_dict resolves the default)
     search: dict[str, Any] = field(default_factory=dict)  # overrides of the top-level search
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)  # top-level, then the model's keys
-    base: str = ""  # the configured model this is a run of (from_dict: its own name, or NAME of NAME_seed2)
+    base: str = ""  # the configured model this is a run of: NAME of NAME_seed2; without seeds its own name
+
+    def __post_init__(self) -> None:
+        if not self.base:
+            object.__setattr__(self, "base", self.name)  # frozen: set once, here
 
 
 @dataclass(frozen=True)
@@ -311,7 +315,6 @@ def from_dict(raw: dict[str, Any]) -> Config:
             tokenizer=tokenizer,
             search=dict(m.get("search", {})),
             resources=_model_resources(resources, m.get("resources", {})),
-            base=name,
         )
     synthetic = _build(SyntheticDataConfig, raw["data"]["synthetic"]) if "synthetic" in raw["data"] else None
     wmt = _build_wmt(raw["data"]["wmt"]) if "wmt" in raw["data"] else None

@@ -12,6 +12,7 @@ import numpy as np
 from attnrepro.config import Config
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.evaluation import captions as cap
+from attnrepro.evaluation.aggregate import bleu_by_length_aggregate
 from attnrepro.evaluation.papers import fig2_paper_points, is_full_run_of, paper_numbers
 from attnrepro.evaluation.plots import (
     alignment_figure,
@@ -21,31 +22,46 @@ from attnrepro.evaluation.plots import (
     select_alignment_sentences,
     training_curves_figure,
 )
-from attnrepro.evaluation.runs import read_train_log, training_length
-from attnrepro.evaluation.tables import bleu_by_length_table, by_length_files, labels
+from attnrepro.evaluation.runs import read_bleu_by_length, read_checkpoint, read_train_log, training_length
+
+
+def base_models(cfg: Config) -> dict[str, list[str]]:
+    """Configured model -> its runs (one per seed; without seeds, the model itself)."""
+    runs: dict[str, list[str]] = {}
+    for name, m in cfg.models.items():
+        runs.setdefault(m.base, []).append(name)
+    return runs
+
+
+def legends(cfg: Config, results: Path) -> dict[str, str]:
+    """Configured model -> "label (how its runs were trained: length limit, where and why they stopped)"."""
+    texts = {}
+    for base, runs in base_models(cfg).items():
+        model = cfg.model(runs[0])
+        checkpoints = [read_checkpoint(results / run / "checkpoint.pt") for run in runs]
+        texts[base] = f"{model.label} ({training_length(model, checkpoints)})"
+    return texts
 
 
 def dashed(cfg: Config) -> list[str]:
-    """Models without attention (drawn dashed in every figure)."""
-    return [name for name, m in cfg.models.items() if not has_attention(m.arch)]
+    """Models without attention, and their runs (drawn dashed in every figure)."""
+    return list(dict.fromkeys(n for name, m in cfg.models.items() if not has_attention(m.arch) for n in (m.base, name)))
 
 
 def write_bleu_by_length_figure(
     cfg: Config, results: Path, out_stem: Path, caption: Path, papers: dict[str, Any] | None = None
 ) -> None:
-    """Fig. 2 as out_stem.{png,pdf}; the paper's points only on a full run of the paper's dataset."""
+    """Fig. 2 as out_stem.{png,pdf}, a line per configured model (the mean of its runs with seeds); the
+    paper's points only on a full run of the paper's dataset."""
     papers = paper_numbers() if papers is None else papers
-    table = bleu_by_length_table(by_length_files(cfg, results), labels(cfg))
-    legends = {
-        name: f"{m.label} ({training_length(m, read_train_log(results / name / 'train_log.csv'))})"
-        for name, m in cfg.models.items()
-    }
+    table = bleu_by_length_aggregate(read_bleu_by_length(cfg, results))
+    texts = legends(cfg, results)
     fig2 = papers["bahdanau2014_fig2"]
     full_run = is_full_run_of(cfg, fig2["dataset"])
     points = fig2_paper_points(cfg, papers)
     title = f"BLEU by source sentence length, {cfg.dataset} test set\n(cf. Bahdanau et al. 2014, Fig. 2)"
-    save(bleu_by_length_figure(table, legends, title, dashed(cfg), points), out_stem)
-    findings = cap.bleu_by_length_findings(table, legends)
+    save(bleu_by_length_figure(table, texts, title, dashed(cfg), points), out_stem)
+    findings = cap.bleu_by_length_findings(table, texts)
     if not points:
         findings.append(
             "No paper points are drawn: "
@@ -125,9 +141,11 @@ def write_alignments(
 
 
 def write_training_curves(cfg: Config, results: Path, out_stem: Path, caption: Path) -> None:
+    """Every run's training and validation curves, a colour and legend entry per configured model."""
     logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
-    legends = {name: f"{m.label} ({training_length(m, logs[name])})" for name, m in cfg.models.items()}
+    groups = {name: m.base for name, m in cfg.models.items()}
     title = f"Training curves, {cfg.dataset}"
-    save(training_curves_figure(logs, legends, title, dashed(cfg)), out_stem)
+    save(training_curves_figure(logs, legends(cfg, results), title, dashed(cfg), groups), out_stem)
     caption.parent.mkdir(parents=True, exist_ok=True)
-    caption.write_text(cap.bullets(cap.training_findings(logs, labels(cfg))), encoding="utf-8")
+    labels = {name: m.label + (f" (seed {m.train.seed})" if name != m.base else "") for name, m in cfg.models.items()}
+    caption.write_text(cap.bullets(cap.training_findings(logs, labels)), encoding="utf-8")

@@ -10,8 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-# column -> (header, format) of the Markdown/HTML view; None: every column under its key
-View = dict[str, tuple[str, str]]
+# column -> (header, format) of the Markdown/HTML view, or (column, column, ...) -> (header, format taking
+# each in turn, e.g. "{:.2f} ({:.2f}–{:.2f})"); None: every column under its key
+View = dict[str | tuple[str, ...], tuple[str, str]]
 
 HTML_STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#1e293b}table{border-collapse:collapse;font-size:14px}"
@@ -47,12 +48,14 @@ def html_page(table: pd.DataFrame, title: str, view: View | None = None, note: s
 
 
 def displayed(table: pd.DataFrame, view: View | None = None) -> pd.DataFrame:
-    """The view's columns as formatted strings (blank where missing) under their headers; all columns if no view."""
+    """The view's columns as formatted strings (blank where any value is missing) under their headers; all
+    columns if no view."""
     view = view or {c: (c, "{}") for c in table.columns}
-    cells = {
-        header: [fmt.format(v) if not missing(v) else "" for v in table[column]]
-        for column, (header, fmt) in view.items()
-    }
+    cells = {}
+    for key, (header, fmt) in view.items():
+        columns = key if isinstance(key, tuple) else (key,)
+        rows = zip(*(table[c] for c in columns))
+        cells[header] = ["" if any(missing(v) for v in values) else fmt.format(*values) for values in rows]
     return pd.DataFrame(cells)
 
 
@@ -63,3 +66,15 @@ def markdown(table: pd.DataFrame, view: View | None = None, note: str = "") -> s
 
 def missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def spread_text(row: Any, column: str = "bleu", fmt: str = "{:.2f}") -> str:
+    """A number with what is known of its uncertainty: "93.12"; a mean over seeds "93.12 (91.00–95.20)" (the
+    min–max over the runs, `{column}_min/max`); with an interval "... [90.21, 95.80]" (`{column}_ci_lo/hi`)."""
+    text = fmt.format(row[column])
+    if row.get("n_runs", 1) > 1:
+        text += f" ({fmt.format(row[f'{column}_min'])}–{fmt.format(row[f'{column}_max'])})"
+    lo, hi = row.get(f"{column}_ci_lo"), row.get(f"{column}_ci_hi")
+    if not (missing(lo) or missing(hi)):
+        text += f" [{fmt.format(lo)}, {fmt.format(hi)}]"
+    return text

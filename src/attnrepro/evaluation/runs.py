@@ -1,16 +1,18 @@
-"""Readers of a finished run's files (results/{dataset}/{model}/): bleu.json, train_log.csv, checkpoint.pt."""
+"""Readers of a finished run's files (results/{dataset}/{model}/): bleu.json, train_log.csv, checkpoint.pt,
+bleu_by_length.csv; files from before a column or key existed read with it empty."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from attnrepro.config import ModelConfig
+from attnrepro.config import Config, ModelConfig
 from attnrepro.errors import DataError
 
 
@@ -31,20 +33,36 @@ def read_train_log(path: Path) -> pd.DataFrame:
     return log
 
 
-def training_length(model: ModelConfig, log: pd.DataFrame | None = None) -> str:
-    """How a model was trained, for legends: sentence-length limit and updates done."""
-    steps = int(log["step"].iloc[-1]) if log is not None and len(log) else model.train.max_steps
-    return f"trained on ≤{model.train.max_src_len} words, {steps:,} steps"
+def read_bleu_by_length(cfg: Config, results: Path) -> pd.DataFrame:
+    """Every run's bleu_by_length.csv, one row per run x bucket: model (the run), base, seed, label, then the
+    file's columns (bucket_lo, bucket_hi, n_sentences, bleu, bleu_ci_lo, bleu_ci_hi; the interval empty
+    in a file scored without one)."""
+    frames = []
+    for name, m in cfg.models.items():
+        frame = pd.read_csv(results / name / "bleu_by_length.csv")
+        for column in ("bleu_ci_lo", "bleu_ci_hi"):
+            if column not in frame:
+                frame[column] = math.nan
+        run = {"model": name, "base": m.base, "seed": m.train.seed, "label": m.label}
+        frames.append(pd.concat([pd.DataFrame([run] * len(frame)), frame], axis=1))
+    return pd.concat(frames, ignore_index=True)
 
 
 @dataclass(frozen=True)
 class RunCheckpoint:
-    """What the tables take from checkpoint.pt: the model it rebuilds."""
+    """What the tables and legends take from checkpoint.pt: the model it rebuilds and when training stopped."""
 
     arch: str
     params: dict[str, Any]
     src_vocab: int
     tgt_vocab: int
+    step: int  # the step whose weights it holds: the best one when training stopped early
+    stopped_at: int | None = None  # the last step trained; None in a checkpoint from before early stopping
+    stop_reason: str | None = None  # plateau | max_steps
+
+    @property
+    def last_step(self) -> int:
+        return self.step if self.stopped_at is None else self.stopped_at
 
     def parameter_count(self) -> int:
         """Trainable parameters (counted on the meta device: no weights are read)."""
@@ -54,11 +72,27 @@ class RunCheckpoint:
 
 
 def read_checkpoint(path: Path) -> RunCheckpoint:
-    """checkpoint.pt's description of its model (memory-mapped: the weights stay on disk)."""
+    """checkpoint.pt's description of its model and its stopping (memory-mapped: the weights stay on disk)."""
     import torch
 
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        return RunCheckpoint(*(ckpt[k] for k in ("arch", "params", "src_vocab", "tgt_vocab")))
+        model = (ckpt[k] for k in ("arch", "params", "src_vocab", "tgt_vocab", "step"))
+        return RunCheckpoint(*model, stopped_at=ckpt.get("stopped_at"), stop_reason=ckpt.get("stop_reason"))
     except Exception as err:
-        raise DataError(f"{path}: cannot read the model's arch/params/vocabularies ({err})") from err
+        raise DataError(f"{path}: cannot read the model's arch/params/vocabularies/step ({err})") from err
+
+
+def training_length(model: ModelConfig, runs: Sequence[RunCheckpoint]) -> str:
+    """How a model was trained, for legends: sentence-length limit, the step training stopped at (the range
+    over its runs) and why, and the step whose weights were kept when it is another."""
+    steps = sorted(r.last_step for r in runs)
+    span = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+    text = f"trained on ≤{model.train.max_src_len} words"
+    reasons = ", ".join(dict.fromkeys(r.stop_reason for r in runs if r.stop_reason is not None))
+    if not reasons:  # a checkpoint from before early stopping: the updates done
+        return f"{text}, {span} steps"
+    if len(runs) > 1:
+        return f"{len(runs)} seeds, {text}, stopped at steps {span}: {reasons}"
+    best = f", best {runs[0].step:,}" if runs[0].step != runs[0].last_step else ""
+    return f"{text}, stopped at step {span}: {reasons}{best}"
