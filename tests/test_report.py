@@ -183,6 +183,8 @@ def test_table2_gives_the_step_each_model_stopped_at_and_why(embedded):
 def test_training_length_says_where_and_why_training_stopped(embedded):
     model = embedded.model("rnnsearch50")
     assert training_length(model, [checkpoint(step=2000)]) == "trained on ≤50 words, 2,000 steps"
+    two = [checkpoint(step=2000), checkpoint(step=2000)]
+    assert training_length(model, two) == "2 seeds, trained on ≤50 words, 2,000 steps"
     plateau = checkpoint(step=4500, stopped_at=6000, stop_reason="plateau")
     assert training_length(model, [plateau]) == "trained on ≤50 words, stopped at step 6,000: plateau, best 4,500"
     capped = checkpoint(step=8000, stopped_at=8000, stop_reason="max_steps")

@@ -90,9 +90,10 @@ def training_length(model: ModelConfig, runs: Sequence[RunCheckpoint]) -> str:
     span = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
     text = f"trained on ≤{model.train.max_src_len} words"
     reasons = ", ".join(dict.fromkeys(r.stop_reason for r in runs if r.stop_reason is not None))
+    seeds = f"{len(runs)} seeds, " if len(runs) > 1 else ""
     if not reasons:  # a checkpoint from before early stopping: the updates done
-        return f"{text}, {span} steps"
-    if len(runs) > 1:
-        return f"{len(runs)} seeds, {text}, stopped at steps {span}: {reasons}"
+        return f"{seeds}{text}, {span} steps"
+    if seeds:
+        return f"{seeds}{text}, stopped at steps {span}: {reasons}"
     best = f", best {runs[0].step:,}" if runs[0].step != runs[0].last_step else ""
     return f"{text}, stopped at step {span}: {reasons}{best}"
