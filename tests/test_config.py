@@ -155,3 +155,45 @@ def test_a_tokenizer_trains_on_a_training_split():
     raw["tokenizers"]["word30k"]["train_split"] = "valid"
     with pytest.raises(ConfigError, match=r"tokenizers.word30k.train_split: 'valid' is not a training split"):
         from_dict(raw)
+
+
+def test_seeds_make_one_run_per_model_and_seed():
+    raw = _raw()
+    raw["models"]["rnnsearch50"]["train"]["seed"] = 7
+    plain = from_dict(raw)
+    assert plain.models["rnnsearch50"].base == "rnnsearch50" and plain.models["rnnsearch50"].train.seed == 7
+    raw["seeds"] = [1, 2, 3]
+    cfg = from_dict(raw)
+    assert list(cfg.models)[:3] == ["rnnencdec30_seed1", "rnnencdec30_seed2", "rnnencdec30_seed3"]
+    assert len(cfg.models) == 3 * len(plain.models)
+    for seed in (1, 2, 3):
+        run = cfg.model(f"rnnsearch50_seed{seed}")
+        assert (run.name, run.base, run.label, run.train.seed) == (
+            f"rnnsearch50_seed{seed}", "rnnsearch50", "RNNsearch-50", seed,
+        )  # fmt: skip
+        assert (
+            replace(run, name="rnnsearch50", base="rnnsearch50", train=replace(run.train, seed=7))
+            == (plain.models["rnnsearch50"])
+        )  # nothing else differs from the configured model
+
+
+def test_seed_run_names_cannot_collide():
+    raw = _raw()
+    raw["models"] = {"a": raw["models"]["rnnsearch50"], "a_seed1": raw["models"]["rnnencdec30"]}
+    raw["seeds"] = [1, 11]
+    cfg = from_dict(raw)
+    assert {name: (m.base, m.train.seed) for name, m in cfg.models.items()} == {
+        "a_seed1": ("a", 1), "a_seed11": ("a", 11), "a_seed1_seed1": ("a_seed1", 1), "a_seed1_seed11": ("a_seed1", 11),
+    }  # fmt: skip
+    raw["seeds"] = [1, 2, 1]  # two runs named a_seed1
+    with pytest.raises(Exception, match="non-unique") as info:
+        from_dict(raw)
+    assert "seeds" in str(info.value)
+
+
+def test_checks_name_the_configured_model_not_its_seed_runs():
+    raw = _raw()
+    raw["seeds"] = [1, 2]
+    raw["models"]["rnnsearch50"]["train"]["max_src_len"] = 60
+    with pytest.raises(ConfigError, match=r"^models.rnnsearch50.train.max_src_len=60"):
+        from_dict(raw)

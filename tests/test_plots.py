@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnrepro.data.tokenize import UNK, WordVocab
+from attnrepro.evaluation.figures import token_strings
 from attnrepro.evaluation.plots import (
     ATTENTION_ARCHS,
     alignment_figure,
@@ -16,7 +17,6 @@ from attnrepro.evaluation.plots import (
     select_alignment_sentences,
     training_curves_figure,
 )
-from attnrepro.evaluation.report import token_strings
 from attnrepro.models import REGISTRY
 
 from conftest import ATTENTION_ARCHS as MODEL_ATTENTION_ARCHS
@@ -41,11 +41,15 @@ def length_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def legend_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
 def test_fig2_draws_one_line_per_model_with_its_legend_and_style(tmp_path):
     legends = {"enc": "RNNencdec-30 (trained on ≤30 words, 100 steps)", "search": "RNNsearch-30 (trained on ≤30 words)"}
     fig = bleu_by_length_figure(length_table(), legends, "title", dashed=["enc"])
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(legends.values())
+    assert legend_texts(fig) == list(legends.values()) and fig.legends[0].get_title().get_text() == ""
     enc, search = ax.get_lines()
     assert enc.get_linestyle() == "--" and search.get_linestyle() == "-"
     assert list(enc.get_xdata()) == [5.5, 15.5, 25.5] and list(search.get_ydata()) == [32.0, 31.0, 30.0]
@@ -59,8 +63,63 @@ def test_fig2_draws_paper_points_only_when_given():
     fig = bleu_by_length_figure(length_table(), {}, "t", paper_points={"paper: RNNsearch-50": [[10, 26.0], [20, 25.0]]})
     lines = fig.axes[0].get_lines()
     assert len(lines) == 3 and list(lines[2].get_ydata()) == [26.0, 25.0]
-    assert "paper: RNNsearch-50" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "paper: RNNsearch-50" in legend_texts(fig)
     assert len(bleu_by_length_figure(length_table(), {}, "t").axes[0].get_lines()) == 2
+
+
+def ten_models(**columns) -> pd.DataFrame:
+    """Ten models over five buckets, as Fig. 2 of the embedded default has them; `columns`: name -> f(bleu)."""
+    rows = []
+    for m in range(10):
+        for lo in range(0, 50, 10):
+            bleu = 90.0 - m * 8 - lo / 2
+            extra = {name: f(bleu) for name, f in columns.items()}
+            rows.append(
+                {"model": f"m{m}", "label": f"M{m}", "bucket_lo": lo, "bucket_hi": lo + 10, "bleu": bleu} | extra
+            )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("dpi", [150, 72])  # the PNG's, and the PDF's 72 points per inch
+@pytest.mark.parametrize(
+    "legend", ["RNNsearch-{m} (trained on ≤50 words, stopped at step 12,000: plateau, best 11,500)", "Model {m}"]
+)
+def test_fig2_legend_sits_below_the_axes_and_their_label(dpi, legend):
+    legends = {f"m{m}": legend.format(m=m) for m in range(10)}
+    fig = bleu_by_length_figure(ten_models(), legends, "BLEU by source sentence length\n(cf. Bahdanau et al. 2014)")
+    fig.set_dpi(dpi)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = (fig.legends or [ax.get_legend()])[0].get_window_extent(renderer)
+    xlabel = ax.xaxis.label.get_window_extent(renderer)
+    ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert not legend.overlaps(xlabel) and legend.y1 < xlabel.y0
+    assert not any(legend.overlaps(t) for t in ticks)
+    assert not legend.overlaps(ax.get_window_extent(renderer))  # the data area
+    assert legend.y0 >= 0 and legend.x0 >= 0 and legend.x1 <= fig.bbox.width  # inside the saved figure
+
+
+def test_fig2_draws_intervals_as_error_bars_and_the_seed_spread_as_a_band():
+    table = ten_models(bleu_ci_lo=lambda b: b - 2, bleu_ci_hi=lambda b: b + 3).head(10)  # models m0, m1
+    fig = bleu_by_length_figure(table, {}, "t")
+    ax = fig.axes[0]
+    (bars, _, _), _ = [c.lines for c in ax.containers]  # one ErrorbarContainer per model
+    segments = ax.containers[0].lines[2][0].get_segments()
+    assert [(s[0][1], s[1][1]) for s in segments] == [(88.0 - lo / 2, 93.0 - lo / 2) for lo in range(0, 50, 10)]
+    x0 = [s[0][0] for s in segments]
+    x1 = [s[0][0] for s in ax.containers[1].lines[2][0].get_segments()]
+    assert all(b - a == pytest.approx(0.8) for a, b in zip(x0, x1))  # side by side, around the bucket's middle
+    assert "95 % bootstrap interval" in fig.legends[0].get_title().get_text() and not ax.collections[2:]
+
+    seeds = ten_models(n_runs=lambda b: 3, bleu_min=lambda b: b - 4, bleu_max=lambda b: b + 1).head(5)
+    fig = bleu_by_length_figure(seeds, {}, "t")
+    (band,) = fig.axes[0].collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert min(ys) == 86.0 - 40 / 2 and max(ys) == 91.0  # from the worst bucket's min to the best's max
+    assert fig.legends[0].get_title().get_text() == "lines: mean over 3 seeds, bands: their min–max"
+    single = bleu_by_length_figure(seeds.assign(n_runs=1), {}, "t")
+    assert not single.axes[0].collections and single.legends[0].get_title().get_text() == ""
 
 
 def test_alignment_sentences_have_spread_out_lengths_and_are_fixed():
@@ -106,3 +165,14 @@ def test_training_curves_add_a_valid_bleu_panel_only_when_logged():
     fig = training_curves_figure({"m": with_bleu}, {"m": "M"}, "t")
     assert len(fig.axes) == 3 and list(fig.axes[2].get_lines()[0].get_ydata()) == [10.0, 20.0]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["M"]
+
+
+def test_training_curves_of_seed_runs_share_their_models_colour_and_legend_entry():
+    log = pd.DataFrame({"step": [1, 2], "loss": [3.0, 2.0], "valid_loss": [2.5, 1.5]})
+    runs = {"a_seed1": log, "a_seed2": log, "b_seed1": log, "b_seed2": log}
+    groups = {run: run.split("_")[0] for run in runs}
+    fig = training_curves_figure(runs, {"a": "A (2 seeds)", "b": "B (2 seeds)"}, "t", dashed=["b"], groups=groups)
+    lines = fig.axes[0].get_lines()
+    assert [line.get_color() for line in lines[:2]] == [lines[0].get_color()] * 2 != [lines[2].get_color()] * 2
+    assert [line.get_linestyle() for line in lines] == ["-", "-", "--", "--"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["A (2 seeds)", "B (2 seeds)"]

@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
-from attnrepro.config import WmtDataConfig, load_config
+from attnrepro.config import WmtDataConfig, from_dict, load_config
+from attnrepro.errors import DataError
 from attnrepro.evaluation import captions
-from attnrepro.evaluation.report import (
+from attnrepro.evaluation.figures import write_bleu_by_length_figure
+from attnrepro.evaluation.papers import fig2_paper_points, paper_numbers, paper_row
+from attnrepro.evaluation.render import displayed, markdown
+from attnrepro.evaluation.runs import RunCheckpoint, read_checkpoint, training_length
+from attnrepro.evaluation.tables import (
+    TABLE1_CI,
     bleu_by_length_wide,
-    fig2_paper_points,
-    markdown,
-    paper_numbers,
-    paper_row,
-    parameter_count,
     table1,
+    table1_view,
     table2,
+    table2_view,
     table_notes,
     training_flops,
+    write_tables,
 )
 from attnrepro.models import count_parameters
 
 from conftest import REPO, TINY_PARAMS, tiny_model
 
-PAPERS_MD = REPO.parent / "shared" / "PAPERS.md"
+PAPERS_MD = REPO / "docs" / "papers.md"  # the papers' setups and numbers, the source of paper_numbers.yaml
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +68,35 @@ def test_paper_numbers_are_the_papers():
     assert (t2["Transformer big"]["en_de"], t2["Transformer big"]["en_fr"], t2["Transformer big"]["flops"]) == (
         28.4, 41.8, 2.3e19,
     )  # fmt: skip
-    assert papers["bahdanau2014_fig2"]["points"] == {}  # PAPERS.md describes Fig. 2 in words only
+    assert papers["bahdanau2014_fig2"]["points"] == {}  # docs/papers.md describes Fig. 2 in words only
     for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
         for name, row in papers[table]["rows"].items():
             numbers = {k: v for k, v in row.items() if k != "labels"}
             assert numbers and all(isinstance(v, float) for v in numbers.values()), (table, name, numbers)
 
 
+def numbers_in(text: str) -> set[float]:
+    """Decimals in `text`, with powers of ten written 3.3e18, 3.3 × 10^18, 3.3·10^18 or 3.3 x 10<sup>18</sup>."""
+    found = {float(x) for x in re.findall(r"\d+\.\d+", text)}
+    power = r"(\d+\.\d+)\s*(?:e\+?|[×x·]\s*10\s*(?:\^|<sup>)\s*)(\d+)"
+    return found | {float(f"{m}e{e}") for m, e in re.findall(power, text)}
+
+
+def test_numbers_in_reads_the_ways_a_paper_number_is_written():
+    assert numbers_in("| 27.3 | 3.3e18 | 2.3 × 10^19 | 1.0·10^20 | 4.5 x 10<sup>21</sup> |") == {
+        27.3, 3.3, 2.3, 1.0, 4.5, 3.3e18, 2.3e19, 1.0e20, 4.5e21,
+    }  # fmt: skip
+
+
 def test_every_paper_number_appears_in_papers_md():
     if not PAPERS_MD.exists():
-        pytest.skip(f"{PAPERS_MD} is not part of this checkout")
-    text = PAPERS_MD.read_text(encoding="utf-8")
-    found = {float(x) for x in re.findall(r"\d+\.\d+", text)}
-    found |= {float(f"{m}e{e}") for m, e in re.findall(r"(\d+\.\d+)e(\d+)", text)}
+        pytest.skip(f"{PAPERS_MD} is not in this checkout yet (the lead writes docs/papers.md)")
+    found = numbers_in(PAPERS_MD.read_text(encoding="utf-8"))
     for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
         for name, row in paper_numbers()[table]["rows"].items():
             for key, value in row.items():
                 if key != "labels":
-                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in PAPERS.md"
+                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in docs/papers.md"
 
 
 def test_paper_rows_match_by_label_or_config_name(embedded):
@@ -129,13 +146,108 @@ def test_table2_estimates_flops_from_the_logged_tokens(embedded):
     }
     logs["rnnencdec30"] = pd.DataFrame({"step": [4500], "src_tokens": [float("nan")], "tgt_tokens": [float("nan")]})
     parameters = {name: 1000 * (i + 1) for i, name in enumerate(embedded.models)}
-    table = table2(embedded, scores_for(embedded), logs, parameters).set_index("model")
+    checkpoints = {name: checkpoint(step=200) for name in embedded.models}
+    table = table2(embedded, scores_for(embedded), logs, checkpoints, parameters).set_index("model")
     assert table.loc["rnnsearch50", "tokens_seen"] == 2200
     assert table.loc["rnnsearch50", "train_flops_estimate"] == 6 * 4000 * 2200
     assert table.loc["rnnsearch50", "steps"] == 200
     assert pd.isna(table.loc["rnnencdec30", "train_flops_estimate"])  # an old log without token counts
     assert table["paper_train_flops"].isna().all()  # no Transformer configured in the embedded default
     assert "estimate" in table_notes(embedded, "table2") and "not the paper's" in table_notes(embedded, "table2")
+
+
+def checkpoint(**stopping) -> RunCheckpoint:
+    return RunCheckpoint("rnnsearch", TINY_PARAMS["rnnsearch"], 23, 19, **stopping)
+
+
+def test_table2_gives_the_step_each_model_stopped_at_and_why(embedded):
+    logs = {name: pd.DataFrame({"step": [900], "src_tokens": [10], "tgt_tokens": [10]}) for name in embedded.models}
+    parameters = dict.fromkeys(embedded.models, 1000)
+    checkpoints = {name: checkpoint(step=900) for name in embedded.models}  # written before early stopping
+    old = table2(embedded, scores_for(embedded), logs, checkpoints, parameters)
+    assert set(old["steps"]) == set(old["best_step"]) == {900} and old["stop_reason"].isna().all()
+    assert "stopped" not in displayed(old, table2_view(old)).columns
+    checkpoints["rnnsearch50"] = checkpoint(step=600, stopped_at=900, stop_reason="plateau")
+    checkpoints["rnnencdec30"] = checkpoint(step=900, stopped_at=900, stop_reason="max_steps")
+    table = table2(embedded, scores_for(embedded), logs, checkpoints, parameters)
+    ours = table.set_index("model")
+    assert ours.loc["rnnsearch50", ["steps", "best_step", "stop_reason"]].tolist() == [900, 600, "plateau"]
+    shown = displayed(table, table2_view(table)).set_index("model")
+    assert shown.loc["RNNsearch-50", ["steps", "weights of step", "stopped"]].tolist() == ["900", "600", "plateau"]
+    assert shown.loc["RNNsearch-30", ["weights of step", "stopped"]].tolist() == ["900", ""]
+    findings = dict(zip(table["model"], captions.table2_findings(table)))
+    assert "1,000 parameters, stopped at step 900 (plateau), weights of step 600," in findings["rnnsearch50"]
+    assert "1,000 parameters, 900 steps," in findings["rnnsearch30"]
+
+
+def test_training_length_says_where_and_why_training_stopped(embedded):
+    model = embedded.model("rnnsearch50")
+    assert training_length(model, [checkpoint(step=2000)]) == "trained on ≤50 words, 2,000 steps"
+    two = [checkpoint(step=2000), checkpoint(step=2000)]
+    assert training_length(model, two) == "2 seeds, trained on ≤50 words, 2,000 steps"
+    plateau = checkpoint(step=4500, stopped_at=6000, stop_reason="plateau")
+    assert training_length(model, [plateau]) == "trained on ≤50 words, stopped at step 6,000: plateau, best 4,500"
+    capped = checkpoint(step=8000, stopped_at=8000, stop_reason="max_steps")
+    assert training_length(model, [capped]) == "trained on ≤50 words, stopped at step 8,000: max_steps"
+    seeds = [plateau, checkpoint(step=5000, stopped_at=6500, stop_reason="plateau"), capped]
+    assert training_length(model, seeds) == (
+        "3 seeds, trained on ≤50 words, stopped at steps 6,000–8,000: plateau, max_steps"
+    )
+
+
+def test_table1_gives_the_interval_of_the_corpus_score_beside_it(embedded):
+    scores = scores_for(embedded)
+    old = table1(embedded, scores)  # bleu.json from before the bootstrap
+    assert old["all_sacrebleu_ci_lo"].isna().all() and "sacreBLEU 95 % CI" not in displayed(old, table1_view(old))
+    scores["rnnsearch50"]["bleu_ci"] = [21.5, 24.75]
+    table = table1(embedded, scores)
+    ours = table.set_index("model")
+    assert ours.loc["rnnsearch50", ["all_sacrebleu", *TABLE1_CI]].tolist() == [23.0, 21.5, 24.75]
+    shown = displayed(table, table1_view(table)).set_index("model")
+    assert shown.loc["RNNsearch-50", "sacreBLEU 95 % CI"] == "[21.50, 24.75]"
+    assert shown.loc["RNNencdec-30", "sacreBLEU 95 % CI"] == ""
+    assert list(shown.columns).index("sacreBLEU 95 % CI") == list(shown.columns).index("All, ours (sacreBLEU)") + 1
+    finding = next(f for f in captions.table1_findings(table) if f.startswith("RNNsearch-50:"))
+    assert finding.endswith("; sacreBLEU 23.00 [21.50, 24.75].")
+
+
+def test_seed_runs_are_one_row_of_mean_and_min_max_in_tables_and_fig2(tmp_path):
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    raw["models"] = {name: raw["models"][name] for name in ("rnnencdec30", "rnnsearch50")}
+    raw["seeds"] = [1, 2, 3]
+    cfg, results = from_dict(raw), tmp_path / "results"
+    by_length = {1: (60.0, 50.0, 40.0), 2: (62.0, 47.0, 37.0), 3: (67.0, 53.0, 31.0)}
+    stops = {1: (600, 900, "plateau"), 2: (800, 1100, "plateau"), 3: (1000, 1000, "max_steps")}
+    for base in ("rnnencdec30", "rnnsearch50"):
+        for seed, (step, stopped_at, reason) in stops.items():
+            write_run(results, f"{base}_seed{seed}", by_length[seed], 2.0, 20.0 + seed, step=step,
+                      stopped_at=stopped_at, stop_reason=reason)  # fmt: skip
+    write_tables(cfg, results, tmp_path / "tables", tmp_path / "captions")
+
+    runs = pd.read_csv(tmp_path / "tables/bleu_by_length.csv")  # one row per run x bucket
+    assert len(runs) == 2 * 3 * 3 and list(runs.columns[:4]) == ["model", "base", "seed", "label"]
+    run = runs[runs["model"] == "rnnsearch50_seed2"]
+    assert run["bleu"].tolist() == [62.0, 47.0, 37.0] and run["bleu_ci_lo"].tolist() == [60.0, 45.0, 35.0]
+    assert set(run["base"]) == {"rnnsearch50"} and set(run["seed"]) == {2}
+    wide = (tmp_path / "tables/bleu_by_length.md").read_text(encoding="utf-8")
+    assert "| 1–10 " in wide and "63.00 (60.00–67.00) [61.00, 65.00]" in wide  # mean (min–max) [mean interval]
+    assert "36.00 (31.00–40.00) [34.00, 38.00]" in wide and "mean over its runs, (min–max)" in wide
+
+    t1 = pd.read_csv(tmp_path / "tables/table1.csv").set_index("model")
+    columns = ["n_runs", "all_tokenized", "all_sacrebleu", "all_sacrebleu_min", "all_sacrebleu_max", *TABLE1_CI]
+    assert t1.loc["rnnsearch50", columns].tolist() == [3, 23.0, 22.0, 21.0, 23.0, 20.0, 24.0]
+    assert "| RNNsearch-50 " in (tmp_path / "tables/table1.md").read_text(encoding="utf-8")
+    assert "23.00 (22.00–24.00)" in (tmp_path / "tables/table1.md").read_text(encoding="utf-8")
+    t2 = pd.read_csv(tmp_path / "tables/table2.csv").set_index("model")
+    columns = ["steps", "steps_min", "steps_max", "best_step", "stop_reason", "tokens_seen"]
+    assert t2.loc["rnnsearch50", columns].tolist() == [1000, 900, 1100, 800, "plateau, max_steps", 2200]
+
+    caption = tmp_path / "captions/bleu_by_length.rst"
+    write_bleu_by_length_figure(cfg, results, tmp_path / "figures/bleu_by_length", caption)
+    assert (
+        "- RNNsearch-50 (3 seeds, trained on ≤50 words, stopped at steps 900–1,100: plateau, max_steps): "
+        "63.0 (60.0–67.0) [61.0, 65.0] BLEU on 1–10 words, 36.0 (31.0–40.0) [34.0, 38.0] on 21–30 words;"
+    ) in caption.read_text(encoding="utf-8")
 
 
 def test_parameter_count_rebuilds_the_model_of_a_checkpoint(tmp_path):
@@ -146,10 +258,10 @@ def test_parameter_count_rebuilds_the_model_of_a_checkpoint(tmp_path):
          "tgt_vocab": 19, "step": 1},
         path,
     )  # fmt: skip
-    assert parameter_count(path) == count_parameters(model)
+    assert read_checkpoint(path).parameter_count() == count_parameters(model)
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="broken.pt"):
-        parameter_count(tmp_path / "broken.pt")
+    with pytest.raises(DataError, match="broken.pt"):
+        read_checkpoint(tmp_path / "broken.pt")
 
 
 def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):
@@ -160,7 +272,47 @@ def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):
         "paper: RNNsearch-50": [[10, 25.0], [20, 26.0]]
     }
     assert fig2_paper_points(replace(embedded, dataset="wmt14_en_de", wmt=wmt), papers) == {}
-    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt)) == {}  # PAPERS.md has none
+    assert fig2_paper_points(replace(embedded, dataset="wmt14_en_fr", wmt=wmt)) == {}  # docs/papers.md has none
+
+
+BUCKETS = ((0, 10), (10, 20), (20, 30))
+
+
+def write_run(results, name, bleu=(50.0, 49.0, 48.0), ci=None, score=20.0, **checkpoint) -> None:
+    """The files of one finished run, as score and train write them: bleu_by_length.csv (with a 95 % interval
+    bleu ± ci when given), bleu.json, train_log.csv and a checkpoint.pt (its metadata; `checkpoint` adds
+    step, stopped_at, stop_reason)."""
+    (results / name).mkdir(parents=True)
+    rows = pd.DataFrame({"bucket_lo": [b[0] for b in BUCKETS], "bucket_hi": [b[1] for b in BUCKETS],
+                         "n_sentences": 10, "bleu": bleu})  # fmt: skip
+    if ci is not None:
+        rows = rows.assign(bleu_ci_lo=rows["bleu"] - ci, bleu_ci_hi=rows["bleu"] + ci)
+    rows.to_csv(results / name / "bleu_by_length.csv", index=False)
+    scores = {"bleu": score, "bleu_tokenized": score + 1, "n_sentences": 30, "no_unk": {"applies": False}}
+    if ci is not None:
+        scores["bleu_ci"] = [score - ci, score + ci]
+    (results / name / "bleu.json").write_text(json.dumps(scores), encoding="utf-8")
+    log = {"step": [50, 100], "epoch": [0, 0], "loss": [3.0, 2.0], "valid_loss": [None, 2.5],
+           "src_tokens": [500, 1000], "tgt_tokens": [600, 1200]}  # fmt: skip
+    pd.DataFrame(log).to_csv(results / name / "train_log.csv", index=False)
+    meta = {"arch": "rnnsearch", "params": TINY_PARAMS["rnnsearch"], "src_vocab": 23, "tgt_vocab": 19, "step": 100}
+    torch.save(meta | checkpoint, results / name / "checkpoint.pt")
+
+
+def write_run_files(cfg, results) -> None:
+    for i, name in enumerate(cfg.models):
+        write_run(results, name, bleu=[50.0 - i - k for k in range(len(BUCKETS))])
+
+
+def test_fig2_caption_on_a_full_run_points_to_the_projects_own_papers_page(embedded, tmp_path):
+    wmt = WmtDataConfig(src_lang="en", tgt_lang="fr", files={}, corpora={}, splits={})
+    full = replace(embedded, dataset="wmt14_en_fr", wmt=wmt)
+    write_run_files(full, tmp_path / "results")
+    caption = tmp_path / "captions/bleu_by_length.rst"
+    write_bleu_by_length_figure(full, tmp_path / "results", tmp_path / "figures/bleu_by_length", caption)
+    last = caption.read_text(encoding="utf-8").splitlines()[-1]
+    assert last.startswith("- No paper points are drawn: the paper gives Fig. 2 as curves only")
+    assert last.endswith("(no per-length numbers in docs/papers.md).") and "shared" not in last
 
 
 def test_bleu_by_length_wide_and_findings():
@@ -175,7 +327,9 @@ def test_bleu_by_length_wide_and_findings():
     )
     wide = bleu_by_length_wide(table)
     assert list(wide.columns) == ["source words", "A", "B"]
-    assert list(wide["source words"]) == ["1–10", "11–20", "21–30"] and list(wide["B"]) == [50.0, 45.0, 40.0]
+    assert list(wide["source words"]) == ["1–10", "11–20", "21–30"] and list(wide["B"]) == ["50.00", "45.00", "40.00"]
+    same_label = bleu_by_length_wide(table.assign(label="A"))
+    assert list(same_label.columns) == ["source words", "A (a)", "A (b)"]
     findings = captions.bleu_by_length_findings(table, {"a": "A (trained on ≤30 words)", "b": "B"})
     assert findings[0] == (
         "A (trained on ≤30 words): 40.0 BLEU on 1–10 words, 10.0 on 21–30 words; first below half its best (40.0) "

@@ -99,8 +99,17 @@ def test_tables_have_a_row_for_every_model_and_the_papers_numbers(finished_run, 
             last = list(csv.DictReader(f))[-1]
         tokens = int(last["src_tokens"]) + int(last["tgt_tokens"])
         assert int(row["tokens_seen"]) == tokens > 0
+        assert int(row["steps"]) == int(last["step"]) == cfg["models"][model]["train"]["max_steps"]
         assert float(row["train_flops_estimate"]) == pytest.approx(6 * int(row["parameters"]) * tokens)
     assert "estimate" in (finished_run / "tables/table2.md").read_text()
+
+    with open(finished_run / "tables/bleu_by_length.csv") as f:
+        by_length = list(csv.DictReader(f))  # one row per run x bucket, each run's own numbers
+    for model in cfg["models"]:
+        with open(finished_run / model / "bleu_by_length.csv") as f:
+            own = [r["bleu"] for r in csv.DictReader(f)]
+        rows = [r for r in by_length if r["model"] == model]
+        assert [r["bleu"] for r in rows] == own and {(r["base"], r["seed"]) for r in rows} == {(model, "1")}
 
 
 def test_every_figure_is_a_png_and_models_without_attention_have_no_alignments(finished_run, cfg):

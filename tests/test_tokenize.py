@@ -22,6 +22,7 @@ from attnrepro.data.tokenize import (
     encode_lines,
     id_dtype,
     load_tokenizer,
+    load_tokenizer_pair,
     train_tokenizers,
 )
 
@@ -146,3 +147,11 @@ def test_spm_rejects_moses_pretokenization_and_shared_sizes_must_agree():
     raw["tokenizers"]["spm"].update(pretokenize="none", shared=True, src_vocab_size=100)
     with pytest.raises(ConfigError, match=r"tokenizers.spm: a shared vocabulary has one size"):
         from_dict(raw)
+
+
+def test_load_tokenizer_pair_reads_each_side_with_its_language(tmp_path):
+    WordVocab(list(SPECIALS) + ["cat"]).save(tmp_path / "src.model")
+    WordVocab(list(SPECIALS) + ["chat", "le"]).save(tmp_path / "tgt.model")
+    src, tgt = load_tokenizer_pair(TokenizerConfig(kind="word", pretokenize="moses"), tmp_path, ("en", "fr"))
+    assert (src.lang, tgt.lang) == ("en", "fr") and (len(src), len(tgt)) == (5, 6)
+    assert tgt.encode("le chat") == [5, 4]

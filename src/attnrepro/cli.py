@@ -67,25 +67,22 @@ def cmd_clean(args: argparse.Namespace) -> None:
 
 
 def cmd_tokenizer(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import load_tokenizer, train_tokenizers
+    from attnrepro.data.tokenize import load_tokenizer_pair, train_tokenizers
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
     out_dir = Path(args.out_dir)
     train_tokenizers(spec, Path(args.src), Path(args.tgt), out_dir, cfg.languages, args.threads)
-    for side, lang in zip(("src", "tgt"), cfg.languages):
-        print(f"{side}: {len(load_tokenizer(spec, out_dir / f'{side}.model', lang))} entries")
+    for side, tokenizer in zip(("src", "tgt"), load_tokenizer_pair(spec, out_dir, cfg.languages)):
+        print(f"{side}: {len(tokenizer)} entries")
 
 
 def cmd_encode(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import encode_corpus, load_tokenizer
+    from attnrepro.data.tokenize import encode_corpus, load_tokenizer_pair
 
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
-    tok_dir = Path(args.tokenizer_dir)
-    src_lang, tgt_lang = cfg.languages
-    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
     n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out))
     print(f"{args.out}: {n} sentence pairs")
 
@@ -94,7 +91,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     import os
 
     from attnrepro.data.batching import Corpus
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.training.distributed import from_environment
     from attnrepro.training.launch import PREEMPTED_EXIT_CODE
     from attnrepro.training.loop import Preempted, train
@@ -102,9 +99,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
-    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
-    src_vocab = len(load_tokenizer(spec, tok_dir / "src.model", src_lang))
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_of(args.model), tok_dir, cfg.languages)
+    src_vocab = len(src_tok)
     mc = cfg.model(args.model)
     search = cfg.search_of(args.model)
     valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search) if mc.train.valid_bleu else None
@@ -138,7 +134,7 @@ def cmd_average(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     import torch
 
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.decoding.attention_file import save_attention
     from attnrepro.decoding.search import translate_lines
     from attnrepro.evaluation.no_unk import write_no_unk_translations
@@ -150,9 +146,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
-    src_lang, tgt_lang = cfg.languages
-    src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
-    tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
     search = cfg.search_of(args.model) if args.model else cfg.search
     hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
@@ -167,16 +161,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from attnrepro.data.tokenize import load_tokenizer
+    from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.evaluation.scoring import NoUnkInput, score_files, write_scores
 
     cfg = load_config(args.config)
-    spec, (src_lang, tgt_lang) = cfg.tokenizer_of(args.model), cfg.languages
+    spec = cfg.tokenizer_of(args.model)
     no_unk = None  # "No UNK" exists only for word vocabularies
     if spec.kind == "word":
-        tok_dir = Path(args.tokenizer_dir)
-        src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
-        tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
+        src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
         no_unk = NoUnkInput(src_tok, tgt_tok, Path(args.hyp_no_unk))
     unit = "moses" if cfg.wmt is not None else "whitespace"  # what the training filter counts (LENGTH_UNITS)
     paths = (Path(args.src), Path(args.hyp), Path(args.ref))
@@ -188,21 +180,21 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_tables(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_tables
+    from attnrepro.evaluation.tables import write_tables
 
     cfg = load_config(args.config)
     write_tables(cfg, Path(args.results), Path(args.out_dir), Path(args.captions))
 
 
 def cmd_figure_length(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_bleu_by_length_figure
+    from attnrepro.evaluation.figures import write_bleu_by_length_figure
 
     cfg = load_config(args.config)
     write_bleu_by_length_figure(cfg, Path(args.results), Path(args.figure), Path(args.caption))
 
 
 def cmd_figure_alignments(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_alignments
+    from attnrepro.evaluation.figures import write_alignments
 
     cfg = load_config(args.config)
     paths = write_alignments(
@@ -219,29 +211,23 @@ def cmd_figure_alignments(args: argparse.Namespace) -> None:
 
 
 def cmd_figure_training(args: argparse.Namespace) -> None:
-    from attnrepro.evaluation.report import write_training_curves
+    from attnrepro.evaluation.figures import write_training_curves
 
     cfg = load_config(args.config)
     write_training_curves(cfg, Path(args.results), Path(args.figure), Path(args.caption))
 
 
 def cmd_params(args: argparse.Namespace) -> None:
-    import torch
-
-    from attnrepro.data.tokenize import SPECIALS
-    from attnrepro.models import build_model, count_parameters
+    from attnrepro.models import parameter_count
+    from attnrepro.training.estimate import vocab_sizes
 
     cfg = load_config(args.config)
     mc = cfg.model(args.model)
-    spec = cfg.tokenizer_of(args.model)
-    specials = len(SPECIALS) if spec.kind == "word" else 0  # a word shortlist adds them; spm counts them
-    vocab = {side: spec.side_vocab_size(side) + specials for side in ("src", "tgt")}
-    src_vocab = args.src_vocab or vocab["src"]
-    tgt_vocab = args.tgt_vocab or vocab["tgt"]
+    src_configured, tgt_configured = vocab_sizes(cfg, args.model)
+    src_vocab = args.src_vocab or src_configured
+    tgt_vocab = args.tgt_vocab or tgt_configured
     print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
-    with torch.device("meta"):  # shapes only: a paper-scale model is counted without allocating it
-        model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params)
-    print(count_parameters(model))
+    print(parameter_count(mc.arch, src_vocab, tgt_vocab, mc.params))
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:

@@ -153,6 +153,11 @@ class ModelConfig:
     tokenizer: str = ""  # a name under `tokenizers` (from_dict resolves the default)
     search: dict[str, Any] = field(default_factory=dict)  # overrides of the top-level search
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)  # top-level, then the model's keys
+    base: str = ""  # the configured model this is a run of: NAME of NAME_seed2; without seeds its own name
+
+    def __post_init__(self) -> None:
+        if not self.base:
+            object.__setattr__(self, "base", self.name)  # frozen: set once, here
 
 
 @dataclass(frozen=True)
@@ -272,6 +277,18 @@ def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConf
     return replace(top, **{k: tuple(v) if isinstance(v, list) else v for k, v in own.items()})
 
 
+def _seed_runs(models: dict[str, ModelConfig], seeds: list[int] | None) -> dict[str, ModelConfig]:
+    """Without `seeds` the configured models; with them, NAME_seed{s} for every model and seed, train.seed = s.
+    Distinct by construction: every model is expanded, a name ends in `_seed` + digits, the schema has no repeats."""
+    if seeds is None:
+        return models
+    return {
+        f"{name}_seed{seed}": replace(m, name=f"{name}_seed{seed}", train=replace(m.train, seed=seed))
+        for name, m in models.items()
+        for seed in seeds
+    }
+
+
 def from_dict(raw: dict[str, Any]) -> Config:
     """Validate a config mapping and build the dataclasses; checks what the schema cannot."""
     raw = validate(copy.deepcopy(raw))
@@ -306,7 +323,7 @@ def from_dict(raw: dict[str, Any]) -> Config:
     cfg = Config(
         dataset=raw["dataset"],
         tokenizers=tokenizers,
-        models=models,
+        models=_seed_runs(models, raw.get("seeds")),  # the checks below name the configured models
         synthetic=synthetic,
         wmt=wmt,
         search=_build(SearchConfig, raw["search"]),

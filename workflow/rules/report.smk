@@ -71,6 +71,7 @@ rule figure_length:
     input:
         by_length=expand(f"{RESULTS}/{{model}}/bleu_by_length.csv", model=MODELS),
         logs=expand(f"{RESULTS}/{{model}}/train_log.csv", model=MODELS),
+        checkpoints=expand(f"{RESULTS}/{{model}}/checkpoint.pt", model=MODELS),  # the legend: where training stopped
     output:
         png=report(
             f"{RESULTS}/figures/bleu_by_length.png",
@@ -133,6 +134,7 @@ rule figure_training:
     """Training loss, validation loss (and validation BLEU when logged) against step, every model."""
     input:
         logs=expand(f"{RESULTS}/{{model}}/train_log.csv", model=MODELS),
+        checkpoints=expand(f"{RESULTS}/{{model}}/checkpoint.pt", model=MODELS),  # the legend: where training stopped
     output:
         png=report(
             f"{RESULTS}/figures/training_curves.png",

@@ -189,6 +189,14 @@ def load_tokenizer(cfg: TokenizerConfig, path: Path, lang: str = "en") -> Tokeni
     return MosesWordVocab(vocab, lang) if cfg.pretokenize == "moses" else vocab
 
 
+def load_tokenizer_pair(
+    cfg: TokenizerConfig, folder: Path, languages: tuple[str, str] = ("en", "en")
+) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers saved in `folder` (src.model, tgt.model), each with its language's rules."""
+    src_lang, tgt_lang = languages
+    return load_tokenizer(cfg, folder / "src.model", src_lang), load_tokenizer(cfg, folder / "tgt.model", tgt_lang)
+
+
 def _lines(paths: list[Path]) -> Iterator[str]:
     for path in paths:
         with open(path, encoding="utf-8", newline="\n") as f:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from attnrepro.evaluation.render import spread_text
+
 
 def _fmt(value: object, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
@@ -31,12 +33,14 @@ def table1_findings(table: pd.DataFrame) -> list[str]:
     for _, row in ours.iterrows():
         paper = f"; paper {_fmt(row['all_paper'])}" if pd.notna(row["all_paper"]) else ""
         no_unk = (
-            f", No UNK {_fmt(row['no_unk_tokenized'])} on {int(row['no_unk_sentences'])} sentences"
+            f", No UNK {spread_text(row, 'no_unk_tokenized')} on {int(row['no_unk_sentences'])} sentences"
             if pd.notna(row["no_unk_sentences"])
             else ", No UNK does not apply (subword vocabulary)"
         )
         paper_no_unk = f" (paper {_fmt(row['no_unk_paper'])})" if pd.notna(row["no_unk_paper"]) else ""
-        lines.append(f"{row['label']}: {_fmt(row['all_tokenized'])} tokenized BLEU{paper}{no_unk}{paper_no_unk}.")
+        interval = f"; sacreBLEU {spread_text(row, 'all_sacrebleu')}" if pd.notna(row["all_sacrebleu_ci_lo"]) else ""
+        score = spread_text(row, "all_tokenized")
+        lines.append(f"{row['label']}: {score} tokenized BLEU{paper}{no_unk}{paper_no_unk}{interval}.")
     both = ours[ours["all_paper"].notna()]
     if len(both) >= 2:
         rank_ours = " > ".join(both.sort_values("all_tokenized", ascending=False)["label"])
@@ -52,8 +56,8 @@ def table2_findings(table: pd.DataFrame) -> list[str]:
         flops = row["train_flops_estimate"]
         cost = f", ≈{flops:.2g} training FLOPs (estimate)" if pd.notna(flops) else ", tokens seen not logged"
         lines.append(
-            f"{row['label']}: {_fmt(row['bleu_tokenized'])} tokenized BLEU, {int(row['parameters']):,} parameters, "
-            f"{int(row['steps']):,} steps{cost}."
+            f"{row['label']}: {spread_text(row, 'bleu_tokenized')} tokenized BLEU, {int(row['parameters']):,} "
+            f"parameters, {_steps(row)}{cost}."
         )
     papers = table[table["paper_train_flops"].notna()]
     for _, row in papers.iterrows():
@@ -64,8 +68,18 @@ def table2_findings(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _steps(row: pd.Series) -> str:
+    """Steps trained, "2,000 steps"; where early stopping recorded it, "stopped at step 6,000 (plateau),
+    weights of step 4,500" (with seeds: means and min–max over the runs)."""
+    steps = spread_text(row, "steps", "{:,.0f}")
+    if pd.isna(row.get("stop_reason")):
+        return f"{steps} steps"
+    return f"stopped at step {steps} ({row['stop_reason']}), weights of step {spread_text(row, 'best_step', '{:,.0f}')}"
+
+
 def bleu_by_length_findings(table: pd.DataFrame, legends: dict[str, str]) -> list[str]:
-    """Per model: BLEU on the shortest and longest bucket, and where it first falls below half its best."""
+    """Per model: BLEU on the shortest and longest bucket (with seeds: mean (min–max); with intervals:
+    [95 % bootstrap interval]), and where it first falls below half its best."""
     lines = []
     for model, rows in table.groupby("model", sort=False):
         rows = rows.sort_values("bucket_lo")
@@ -79,8 +93,8 @@ def bleu_by_length_findings(table: pd.DataFrame, legends: dict[str, str]) -> lis
             else f"never below half its best ({best:.1f})"
         )
         lines.append(
-            f"{legends.get(model, model)}: {first['bleu']:.1f} BLEU on {int(first['bucket_lo']) + 1}–"
-            f"{int(first['bucket_hi'])} words, {last['bleu']:.1f} on {int(last['bucket_lo']) + 1}–"
+            f"{legends.get(model, model)}: {spread_text(first, fmt='{:.1f}')} BLEU on {int(first['bucket_lo']) + 1}–"
+            f"{int(first['bucket_hi'])} words, {spread_text(last, fmt='{:.1f}')} on {int(last['bucket_lo']) + 1}–"
             f"{int(last['bucket_hi'])} words; {fall}."
         )
     return lines

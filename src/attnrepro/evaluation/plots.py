@@ -23,6 +23,9 @@ from matplotlib.figure import Figure  # noqa: E402
 ATTENTION_ARCHS = frozenset({"rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer"})
 
 
+LEGEND_COLUMN_CHARS = 60  # longer legend entries go in one column: two would be wider than the figure
+
+
 def has_attention(arch: str) -> bool:
     return arch in ATTENTION_ARCHS
 
@@ -51,24 +54,32 @@ def bleu_by_length_figure(
 ) -> Figure:
     """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model.
 
-    table: rows model, bucket_lo, bucket_hi, bleu (evaluate.bleu_by_length for every model);
-    legends: model -> legend text (label and training length); dashed: models drawn dashed;
-    paper_points: legend text -> [[length, BLEU], ...] from paper_numbers.yaml, drawn as open markers.
+    table: rows model, bucket_lo, bucket_hi, bleu, and where known bleu_ci_lo/bleu_ci_hi (95 % bootstrap
+    interval: error bars) and n_runs, bleu_min/bleu_max (a model trained once per seed: bleu is the mean over
+    its runs, drawn with their min–max as a band); legends: model -> legend text (label and training length);
+    dashed: models drawn dashed; paper_points: legend text -> [[length, BLEU], ...] from paper_numbers.yaml,
+    drawn as open markers. The legend sits below the axes and their label, never over them.
     """
-    fig, ax = plt.subplots(figsize=(8.0, 5.0))
     models = list(dict.fromkeys(table["model"]))
+    entries = [legends.get(m, m) for m in models] + list(paper_points or {})
+    ncol = 2 if len(entries) > 3 and max(map(len, entries)) <= LEGEND_COLUMN_CHARS else 1
+    legend_rows = -(-len(entries) // ncol)
+    fig, ax = plt.subplots(figsize=(8.0, 4.6 + 0.22 * legend_rows), layout="constrained")
     colors = model_colors(models)
-    for model in models:
+    intervals = _known(table, "bleu_ci_lo", "bleu_ci_hi")
+    spread = _known(table, "bleu_min", "bleu_max", "n_runs") and bool((table["n_runs"] > 1).any())
+    width = float((table["bucket_hi"] - table["bucket_lo"]).min())
+    step = min(0.8, 0.5 * width / len(models)) if intervals else 0.0  # side by side, so error bars do not overlap
+    for i, model in enumerate(models):
         rows = table[table["model"] == model]
-        centres = (rows["bucket_lo"] + rows["bucket_hi"]) / 2 + 0.5  # (lo, hi] bucket's mid-point
-        ax.plot(
-            centres,
-            rows["bleu"],
-            marker="o",
-            color=colors[model],
-            linestyle="--" if model in dashed else "-",
-            label=legends.get(model, model),
-        )
+        centres = (rows["bucket_lo"] + rows["bucket_hi"]) / 2 + 0.5 + (i - (len(models) - 1) / 2) * step
+        style = {"color": colors[model], "linestyle": "--" if model in dashed else "-"}
+        ax.plot(centres, rows["bleu"], marker="o", label=legends.get(model, model), gid=model, **style)
+        if spread and (rows["n_runs"] > 1).any():
+            ax.fill_between(centres, rows["bleu_min"], rows["bleu_max"], color=colors[model], alpha=0.15, lw=0)
+        if intervals:
+            below, above = rows["bleu"] - rows["bleu_ci_lo"], rows["bleu_ci_hi"] - rows["bleu"]
+            ax.errorbar(centres, rows["bleu"], yerr=[below, above], fmt="none", ecolor=colors[model], capsize=2, lw=0.9)
     for i, (label, points) in enumerate((paper_points or {}).items()):
         xs, ys = zip(*points)
         ax.plot(xs, ys, linestyle=":", marker="s", mfc="none", color=f"C{(len(models) + i) % 10}", label=label)
@@ -78,12 +89,26 @@ def bleu_by_length_figure(
     ax.set_xlabel("Sentence length (source words)", fontsize=11)
     ax.set_ylabel("BLEU score (sacreBLEU, per length bucket)", fontsize=11)
     ax.set_title(title, fontsize=11)
-    ax.set_ylim(0, max(5.0, float(np.nanmax(table["bleu"])) * 1.08))
+    highest = [table[c] for c in ("bleu", "bleu_ci_hi", "bleu_max") if c in table]
+    ax.set_ylim(0, max(5.0, float(np.nanmax(pd.concat(highest))) * 1.08))
     ax.grid(alpha=0.3)
-    n_entries = len(models) + len(paper_points or {})
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1 if n_entries <= 3 else 2, fontsize=9)
-    fig.tight_layout()
+    key = _uncertainty_key(table, intervals, spread)
+    fig.legend(loc="outside lower center", ncol=ncol, fontsize=9, title=key, title_fontsize=9)
     return fig
+
+
+def _known(table: pd.DataFrame, *columns: str) -> bool:
+    return all(c in table and table[c].notna().any() for c in columns)
+
+
+def _uncertainty_key(table: pd.DataFrame, intervals: bool, spread: bool) -> str | None:
+    """The legend's title: what the error bars and bands show."""
+    parts = ["error bars: 95 % bootstrap interval of the bucket's BLEU"] if intervals else []
+    if spread:
+        counts = sorted(set(table.loc[table["n_runs"] > 1, "n_runs"]))
+        seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+        parts.append(f"lines: mean over {seeds} seeds, bands: their min–max")
+    return "; ".join(parts) or None
 
 
 def select_alignment_sentences(sources: Sequence[str], n: int, max_words: int = 40) -> list[int]:
@@ -138,26 +163,36 @@ def alignment_figure(weights: np.ndarray, src_tokens: Sequence[str], tgt_tokens:
 
 
 def training_curves_figure(
-    logs: dict[str, pd.DataFrame], labels: dict[str, str], title: str, dashed: Sequence[str] = ()
+    logs: dict[str, pd.DataFrame],
+    labels: dict[str, str],
+    title: str,
+    dashed: Sequence[str] = (),
+    groups: dict[str, str] | None = None,
 ) -> Figure:
-    """Training loss, validation loss and (when any model logged it) validation BLEU against step."""
+    """Training loss, validation loss and (when any model logged it) validation BLEU against step.
+
+    logs: run -> its train_log.csv; groups: run -> the model it is a run of (one per seed), whose colour and
+    legend entry (labels: model -> text) its runs share; without groups every run is its own model."""
     panels = [("loss", "training loss (per target token)"), ("valid_loss", "validation loss (per target token)")]
     if any("valid_bleu" in log and log["valid_bleu"].notna().any() for log in logs.values()):
         panels.append(("valid_bleu", "validation BLEU"))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.2), squeeze=False)
-    colors = model_colors(list(logs))
+    groups = groups or {run: run for run in logs}
+    colors = model_colors(list(dict.fromkeys(groups.values())))
+    first_runs = {groups[run]: run for run in reversed(list(logs))}
     for ax, (column, ylabel) in zip(axes[0], panels):
-        for model, log in logs.items():
+        for run, log in logs.items():
             if column not in log:
                 continue
             rows = log[log[column].notna()]
+            model = groups[run]
             ax.plot(
                 rows["step"],
                 rows[column],
                 marker="." if column != "loss" else None,
                 color=colors[model],
-                linestyle="--" if model in dashed else "-",
-                label=labels.get(model, model),
+                linestyle="--" if run in dashed or model in dashed else "-",
+                label=labels.get(model, model) if first_runs[model] == run else "_nolegend_",
             )
         ax.set_xlabel("training step", fontsize=10)
         ax.set_ylabel(ylabel, fontsize=10)

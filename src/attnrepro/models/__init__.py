@@ -34,3 +34,12 @@ def build_model(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any
 def count_parameters(model: Seq2SeqModel) -> int:
     """Trainable parameters; `parameters()` yields a tied weight once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_count(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any]) -> int:
+    """Trainable parameters of the model `build_model` makes, built on the meta device: shapes only, so a
+    paper-scale model is counted without allocating it."""
+    import torch
+
+    with torch.device("meta"):
+        return count_parameters(build_model(arch, src_vocab, tgt_vocab, params))

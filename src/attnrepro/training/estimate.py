@@ -50,14 +50,10 @@ def vocab_sizes(cfg: Config, model: str) -> tuple[int, int]:
 
 def count_model_parameters(cfg: Config, model: str) -> int:
     """Trainable parameters of `model`, built on the meta device (shapes only, no memory)."""
-    import torch
-
-    from attnrepro.models import build_model, count_parameters
+    from attnrepro.models import parameter_count
 
     mc = cfg.model(model)
-    src_vocab, tgt_vocab = vocab_sizes(cfg, model)
-    with torch.device("meta"):
-        return count_parameters(build_model(mc.arch, src_vocab, tgt_vocab, mc.params))
+    return parameter_count(mc.arch, *vocab_sizes(cfg, model), mc.params)
 
 
 def runtime_minutes(resources: ResourcesConfig, wall_hours: float) -> int:

@@ -1,0 +1,265 @@
+"""Tables gathered from finished runs, the papers' numbers beside ours.
+
+- Bahdanau et al. 2014, Table 1: BLEU on all test sentences and on those without an unknown
+  word ("No UNK"), one row per configured model, the paper's value beside ours.
+- Vaswani et al. 2017, Table 2: BLEU and training FLOPs, one row per configured model; ours are
+  estimated as 6 x parameters x tokens seen (see `training_flops`), the paper's from GPU time.
+- BLEU by source length (Bahdanau Fig. 2's numbers).
+
+A model trained once per seed (`seeds: [...]`) has one row: the mean over its runs with their min–max;
+tables/bleu_by_length.csv keeps one row per run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from attnrepro.config import Config, ModelConfig
+from attnrepro.evaluation import captions as cap
+from attnrepro.evaluation.aggregate import aggregate_runs, bleu_by_length_aggregate
+from attnrepro.evaluation.papers import paper_numbers, paper_row, paper_value, short_source
+from attnrepro.evaluation.render import View, spread_text, write_table
+from attnrepro.evaluation.runs import RunCheckpoint, read_bleu, read_bleu_by_length, read_checkpoint, read_train_log
+
+FLOPS_NOTE = (
+    "Our training FLOPs are an estimate: 6 x parameters x tokens seen (source + target tokens of every "
+    "training batch, from train_log.csv), the usual 2 (forward) + 4 (backward) multiply-adds per parameter "
+    "and token. It overcounts an encoder-decoder, whose encoder weights see only source tokens and decoder "
+    "weights only target tokens, and ignores attention's length-dependent cost. The paper's FLOPs are "
+    "training time x GPUs x each GPU's sustained throughput (Vaswani et al. 2017, section 6.1)."
+)
+TABLE1_CI = ["all_sacrebleu_ci_lo", "all_sacrebleu_ci_hi"]  # bleu.json's "bleu_ci": the sacreBLEU score's
+SEEDS_NOTE = "A model trained once per seed: the mean over its runs, (min–max) over them."
+CI_NOTE = "[lo, hi]: the 95 % bootstrap interval of the test-set score (with seeds, the mean of the runs' bounds)."
+
+
+def table1(cfg: Config, scores: dict[str, dict[str, Any]], papers: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Bahdanau Table 1 for every configured model (paper row beside ours), then the paper's rows no model has."""
+    papers = paper_numbers() if papers is None else papers
+    runs = pd.DataFrame([_table1_run(model, scores[name], papers) for name, model in cfg.models.items()])
+    spread, mean = ["all_tokenized", "no_unk_tokenized", "all_sacrebleu"], ["no_unk_sacrebleu", *TABLE1_CI]
+    rows = aggregate_runs(runs, ["base"], spread, mean)
+    used = set(rows["paper_row"].dropna())
+    source = papers["bahdanau2014_table1"]["source"]
+    paper_only = [
+        {
+            "model": None,
+            "label": f"{name} (paper only)",
+            "all_paper": values.get("all"),
+            "no_unk_paper": values.get("no_unk"),
+            "paper_row": f"{source}: {name}",
+            "paper_short": f"{short_source(source)}: {name}",
+        }
+        for name, values in papers["bahdanau2014_table1"]["rows"].items()
+        if f"{source}: {name}" not in used
+    ]
+    return pd.concat([rows, pd.DataFrame(paper_only)], ignore_index=True).reindex(columns=TABLE1_COLUMNS)
+
+
+def _table1_run(model: ModelConfig, s: dict[str, Any], papers: dict[str, Any]) -> dict[str, Any]:
+    paper = paper_row(model, "bahdanau2014_table1", "sutskever2014_table1", papers=papers)
+    no_unk = s["no_unk"] if s["no_unk"]["applies"] else {}
+    lo, hi = s.get("bleu_ci") or (None, None)
+    return {
+        "model": model.name,
+        "base": model.base,
+        "label": model.label,
+        "arch": model.arch,
+        "train_max_len": model.train.max_src_len,
+        "all_tokenized": s["bleu_tokenized"],
+        "all_paper": paper_value(paper, "all"),
+        "no_unk_tokenized": no_unk.get("bleu_tokenized"),
+        "no_unk_paper": paper_value(paper, "no_unk"),
+        "no_unk_sentences": no_unk.get("n_sentences"),
+        "n_sentences": s["n_sentences"],
+        "all_sacrebleu": s["bleu"],
+        "all_sacrebleu_ci_lo": lo,
+        "all_sacrebleu_ci_hi": hi,
+        "no_unk_sacrebleu": no_unk.get("bleu"),
+        "paper_row": f"{papers[paper.table]['source']}: {paper.name}" if paper else None,
+        "paper_short": f"{short_source(papers[paper.table]['source'])}: {paper.name}" if paper else None,
+    }
+
+
+TABLE1_COLUMNS = [
+    "model", "label", "arch", "n_runs", "train_max_len", "all_tokenized", "all_tokenized_min", "all_tokenized_max",
+    "all_paper", "no_unk_tokenized", "no_unk_tokenized_min", "no_unk_tokenized_max", "no_unk_paper",
+    "no_unk_sentences", "n_sentences", "all_sacrebleu", "all_sacrebleu_min", "all_sacrebleu_max",
+    "all_sacrebleu_ci_lo", "all_sacrebleu_ci_hi", "no_unk_sacrebleu", "paper_row", "paper_short",
+]  # fmt: skip
+
+
+def has_seeds(table: pd.DataFrame) -> bool:
+    return bool((table["n_runs"] > 1).any())
+
+
+def _score(column: str, header: str, seeds: bool, fmt: str = "{:.2f}") -> View:
+    """A view column of a score; with seeds its mean (min–max)."""
+    if not seeds:
+        return {column: (header, fmt)}
+    return {(column, f"{column}_min", f"{column}_max"): (f"{header}, mean (min–max)", f"{fmt} ({fmt}–{fmt})")}
+
+
+def table1_view(table: pd.DataFrame) -> View:
+    """The Markdown/HTML columns of Table 1 (the CSV keeps every column under its key)."""
+    seeds = has_seeds(table)
+    view: View = {"label": ("model", "{}"), "train_max_len": ("trained on ≤ words", "{:.0f}")}
+    view |= _score("all_tokenized", "All, ours (tok. BLEU)", seeds) | {"all_paper": ("All, paper", "{:.2f}")}
+    view |= _score("no_unk_tokenized", "No UNK, ours (tok. BLEU)", seeds)
+    view |= {"no_unk_paper": ("No UNK, paper", "{:.2f}"), "no_unk_sentences": ("No UNK sentences", "{:.0f}")}
+    view |= _score("all_sacrebleu", "All, ours (sacreBLEU)", seeds)
+    if table["all_sacrebleu_ci_lo"].notna().any():
+        view[tuple(TABLE1_CI)] = ("sacreBLEU 95 % CI", "[{:.2f}, {:.2f}]")
+    return view | {"paper_short": ("paper row", "{}")}
+
+
+def training_flops(parameters: int, src_tokens: float, tgt_tokens: float) -> float:
+    """6 N D (Kaplan et al. 2020's C ≈ 6ND) with D = source + target tokens seen: see FLOPS_NOTE."""
+    return 6.0 * parameters * (src_tokens + tgt_tokens)
+
+
+def table2(
+    cfg: Config,
+    scores: dict[str, dict[str, Any]],
+    logs: dict[str, pd.DataFrame],
+    checkpoints: dict[str, RunCheckpoint],
+    parameters: dict[str, int],
+    papers: dict[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Vaswani Table 2 for every configured model: BLEU, parameters, steps trained and the step kept (why it
+    stopped), tokens seen, estimated training FLOPs."""
+    papers = paper_numbers() if papers is None else papers
+    rows = []
+    for name, model in cfg.models.items():
+        last, ckpt = logs[name].iloc[-1], checkpoints[name]
+        src_tokens, tgt_tokens = last["src_tokens"], last["tgt_tokens"]
+        known = not (pd.isna(src_tokens) or pd.isna(tgt_tokens))
+        paper = paper_row(model, "vaswani2017_table2", papers=papers)
+        rows.append(
+            {
+                "model": name,
+                "base": model.base,
+                "label": model.label,
+                "arch": model.arch,
+                "bleu_tokenized": scores[name]["bleu_tokenized"],
+                "bleu_sacrebleu": scores[name]["bleu"],
+                "paper_en_de": paper_value(paper, "en_de"),
+                "paper_en_fr": paper_value(paper, "en_fr"),
+                "parameters": parameters[name],
+                "steps": ckpt.last_step,
+                "best_step": ckpt.step,
+                "stop_reason": ckpt.stop_reason,
+                "tokens_seen": int(src_tokens + tgt_tokens) if known else None,
+                "train_flops_estimate": training_flops(parameters[name], src_tokens, tgt_tokens) if known else None,
+                "paper_train_flops": paper_value(paper, "flops"),
+            }
+        )
+    spread = ["bleu_tokenized", "bleu_sacrebleu", "steps", "best_step"]
+    table = aggregate_runs(
+        pd.DataFrame(rows), ["base"], spread, ["tokens_seen", "train_flops_estimate"], ["stop_reason"]
+    )
+    return table.reindex(columns=TABLE2_COLUMNS)
+
+
+TABLE2_COLUMNS = [
+    "model", "label", "arch", "n_runs", "bleu_tokenized", "bleu_tokenized_min", "bleu_tokenized_max",
+    "bleu_sacrebleu", "bleu_sacrebleu_min", "bleu_sacrebleu_max", "paper_en_de", "paper_en_fr", "parameters",
+    "steps", "steps_min", "steps_max", "best_step", "best_step_min", "best_step_max", "stop_reason",
+    "tokens_seen", "train_flops_estimate", "paper_train_flops",
+]  # fmt: skip
+
+
+def table2_view(table: pd.DataFrame) -> View:
+    """The Markdown/HTML columns of Table 2; the step kept and why training stopped once a run records them."""
+    seeds = has_seeds(table)
+    view: View = {"label": ("model", "{}")}
+    view |= _score("bleu_tokenized", "BLEU, ours (tok.)", seeds)
+    view |= _score("bleu_sacrebleu", "BLEU, ours (sacreBLEU)", seeds)
+    view |= {"paper_en_de": ("EN-DE, paper", "{:.1f}"), "paper_en_fr": ("EN-FR, paper", "{:.1f}")}
+    view |= {"parameters": ("parameters", "{:,.0f}")} | _score("steps", "steps", seeds, "{:,.0f}")
+    if table["stop_reason"].notna().any():
+        view |= _score("best_step", "weights of step", seeds, "{:,.0f}") | {"stop_reason": ("stopped", "{}")}
+    view |= {"tokens_seen": ("tokens seen (src+tgt)", "{:,.0f}")}
+    view |= {"train_flops_estimate": ("training FLOPs, ours (estimate)", "{:.2e}")}
+    return view | {"paper_train_flops": ("training FLOPs, paper", "{:.1e}")}
+
+
+def bleu_by_length_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """Buckets as rows ("1–10", ...), one column per model under its label: the bucket's BLEU as text, with
+    the spread over seeds and the 95 % interval where known (render.spread_text)."""
+    cells = table.assign(cell=[spread_text(row) for _, row in table.iterrows()])
+    wide = cells.pivot_table(
+        index=["bucket_lo", "bucket_hi"], columns="model", values="cell", aggfunc="first", sort=False
+    )
+    models = list(dict.fromkeys(table["model"]))
+    labels = dict(zip(table["model"], table["label"]))
+    shared = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    wide = wide[models].rename(columns={m: f"{labels[m]} ({m})" if labels[m] in shared else labels[m] for m in models})
+    wide.index = [f"{lo + 1}–{hi}" for lo, hi in wide.index]
+    wide.index.name = "source words"
+    return wide.reset_index().rename_axis(columns=None)
+
+
+def table_notes(cfg: Config, table: str, papers: dict[str, Any] | None = None) -> str:
+    """What the paper column is and whether it is the same test set as ours."""
+    papers = paper_numbers() if papers is None else papers
+    if table == "table1":
+        spec = papers["bahdanau2014_table1"]
+        same = cfg.dataset == spec["dataset"]
+        note = (
+            f"Paper: {spec['source']} ({spec['test_set']}); a seq2seq row is Sutskever et al. 2014's Table 1. "
+            "Ours: tokenized BLEU (Moses-tokenized, as multi-bleu.perl) beside the paper; sacreBLEU in the "
+            "last columns. No UNK: test sentences whose source and reference have no word outside the model's "
+            "vocabularies; blank for subword (sentencepiece) vocabularies, where it does not apply."
+        )
+    else:
+        spec = papers["vaswani2017_table2"]
+        same = cfg.dataset in spec["datasets"].values()
+        note = f"Paper: {spec['source']} ({spec['test_set']}). {FLOPS_NOTE}"
+    if not same:
+        note += (
+            f" Our dataset is `{cfg.dataset}`, not the paper's: compare how the models rank and differ, not the values."
+        )
+    return note
+
+
+def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
+    """What the BLEU-by-length cells are."""
+    unit = f" (length unit: {length_unit})" if length_unit else ""
+    note = f"sacreBLEU of each (lo, hi] bucket of source sentence length{unit}; the numbers behind Fig. 2."
+    note += f" {SEEDS_NOTE}" if has_seeds(table) else ""
+    return note + (f" {CI_NOTE}" if table["bleu_ci_lo"].notna().any() else "")
+
+
+def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> None:
+    """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst."""
+    scores = {name: read_bleu(results / name / "bleu.json") for name in cfg.models}
+    logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
+    checkpoints = {name: read_checkpoint(results / name / "checkpoint.pt") for name in cfg.models}
+    parameters = {name: ckpt.parameter_count() for name, ckpt in checkpoints.items()}
+    captions.mkdir(parents=True, exist_ok=True)
+
+    t1, note1 = table1(cfg, scores), table_notes(cfg, "table1")
+    note1 += f" {SEEDS_NOTE}" if has_seeds(t1) else ""
+    note1 += f" {CI_NOTE}" if t1["all_sacrebleu_ci_lo"].notna().any() else ""
+    title1 = f"Table 1 (cf. Bahdanau et al. 2014): BLEU on all test sentences and No UNK, {cfg.dataset}"
+    write_table(t1, tables / "table1", title1, note1, table1_view(t1))
+    (captions / "table1.rst").write_text(cap.table_caption(note1, cap.table1_findings(t1)), encoding="utf-8")
+
+    t2, note2 = table2(cfg, scores, logs, checkpoints, parameters), table_notes(cfg, "table2")
+    note2 += f" {SEEDS_NOTE}" if has_seeds(t2) else ""
+    title2 = f"Table 2 (cf. Vaswani et al. 2017): BLEU and training cost, {cfg.dataset}"
+    write_table(t2, tables / "table2", title2, note2, table2_view(t2))
+    (captions / "table2.rst").write_text(cap.table_caption(note2, cap.table2_findings(t2)), encoding="utf-8")
+
+    runs = read_bleu_by_length(cfg, results)
+    by_length = bleu_by_length_aggregate(runs)
+    wide = bleu_by_length_wide(by_length)
+    note = by_length_note(by_length, next(iter(scores.values())).get("length_unit"))
+    title = f"BLEU by source sentence length, {cfg.dataset} test set"
+    write_table(wide, tables / "bleu_by_length", title, note, {c: (c, "{}") for c in wide.columns}, long_form=runs)
+    findings = cap.bleu_by_length_findings(by_length, {m: label for m, label in zip(by_length.model, by_length.label)})
+    (captions / "bleu_by_length_table.rst").write_text(cap.table_caption(note, findings), encoding="utf-8")
