@@ -12,8 +12,9 @@ import yaml
 from archive_server import ArchiveServer, Behaviour
 
 from attnrepro.config import DownloadFile
-from attnrepro.data.download import ChecksumError, DownloadError, Expected, download, fetch, read_lock
-from attnrepro.errors import AttnreproError
+from attnrepro.data.download import ChecksumError, DownloadError, Expected, download
+from attnrepro.data.fetch import fetch, read_lock
+from attnrepro.errors import AttnreproError, ConfigError, DataError
 
 NO_WAIT = {"backoff_s": 0.0, "progress": False}
 
@@ -150,7 +151,7 @@ def test_a_finished_file_is_verified_and_not_fetched_again(server, tmp_path):
 def test_parallel_download_jobs_pin_into_one_lock_file_without_losing_entries(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from attnrepro.data.download import _pin
+    from attnrepro.data.fetch import _pin
 
     lock = tmp_path / "wmt.lock.yaml"
     entries = {f"file{i}": {"url": f"http://x/{i}", "size": i, "sha256": f"{i:064x}"} for i in range(16)}
@@ -251,3 +252,76 @@ def test_a_chunked_body_ends_at_its_last_chunk_and_a_cut_one_is_resumed(server, 
     assert (tmp_path / "giga.tar").read_bytes() == data and read_lock(lock)["giga"]["size"] == len(data)
     first, second = server.requests("/giga.tar")
     assert second.range == f"bytes={first.bytes_sent // 8192 * 8192}-"  # the whole chunks received
+
+
+# ---- data.wmt.mirror: a folder of copies under the published names, looked in first ----------------
+
+
+def test_a_matching_copy_in_the_mirror_is_copied_and_no_request_reaches_the_server(server, tmp_path):
+    data = archive()
+    url = server.add("/training-parallel-nc-v9.tgz", data)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "training-parallel-nc-v9.tgz").write_bytes(data)
+    spec = DownloadFile(url=url, name="training-parallel-nc-v9.tgz", size=len(data), sha256=expected(data).sha256)
+    dest = tmp_path / "dl" / "training-parallel-nc-v9.tgz"
+    result = fetch("nc", spec, dest, tmp_path / "wmt.lock.yaml", mirror=mirror, **NO_WAIT)
+    assert dest.read_bytes() == data and result["md5"] == hashlib.md5(data).hexdigest()
+    assert server.log == []
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["training-parallel-nc-v9.tgz"]  # no temporary left
+    assert not (tmp_path / "wmt.lock.yaml").exists()  # size and sha256 published: nothing to pin
+
+
+def test_a_mismatching_copy_in_the_mirror_is_an_error_naming_both_paths_and_nothing_is_downloaded(server, tmp_path):
+    data = archive()
+    url = server.add("/dev.tgz", data)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    corrupted = bytearray(data)
+    corrupted[len(data) // 2] ^= 0xFF
+    (mirror / "dev.tgz").write_bytes(bytes(corrupted))
+    dest = tmp_path / "dl" / "dev.tgz"
+    with pytest.raises(ChecksumError) as info:
+        fetch(
+            "dev",
+            DownloadFile(url=url, name="dev.tgz", md5=expected(data).md5),
+            dest,
+            tmp_path / "l.yaml",
+            mirror=mirror,
+        )
+    message = str(info.value)
+    assert str(mirror / "dev.tgz") in message and str(dest) in message and "data.wmt.mirror" in message
+    assert "md5 mismatch" in message and "data.wmt.files.dev" in message
+    assert server.log == [] and list(dest.parent.iterdir()) == []
+
+
+def test_a_file_missing_from_the_mirror_is_downloaded_and_a_copy_without_checksums_pinned(server, tmp_path):
+    data = archive()
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    lock = tmp_path / "wmt.lock.yaml"
+    url = server.add("/un.tgz", data)
+    fetch("un", DownloadFile(url=url, name="un.tgz"), tmp_path / "dl" / "un.tgz", lock, mirror=mirror, **NO_WAIT)
+    assert (tmp_path / "dl" / "un.tgz").read_bytes() == data and len(server.requests("/un.tgz")) == 1
+    (mirror / "bitexts.tgz").write_bytes(data)
+    spec = DownloadFile(url=f"{server.url}/bitexts.tgz", name="bitexts.tgz")  # nothing published, not served
+    fetch("bitexts", spec, tmp_path / "dl" / "bitexts.tgz", lock, mirror=mirror, **NO_WAIT)
+    assert read_lock(lock)["bitexts"] == {"url": spec.url, "size": len(data), "sha256": expected(data).sha256}
+    assert server.requests("/bitexts.tgz") == []
+
+
+def test_a_mirror_that_is_not_a_folder_names_the_config_key(server, tmp_path):
+    spec = DownloadFile(url=server.add("/dev.tgz", archive()), name="dev.tgz")
+    with pytest.raises(ConfigError, match=r"data\.wmt\.mirror: .*/nowhere is not a folder"):
+        fetch("dev", spec, tmp_path / "dev.tgz", tmp_path / "l.yaml", mirror=tmp_path / "nowhere", **NO_WAIT)
+    assert server.log == []
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("bitexts: [1, 2\n", "not a readable lock file"), ("- a\n- b\n", "expected a mapping")]
+)
+def test_a_broken_lock_file_is_named(tmp_path, text, problem):
+    lock = tmp_path / "wmt.lock.yaml"
+    lock.write_text(text)
+    with pytest.raises(DataError, match=f"{lock}: {problem}"):
+        read_lock(lock)

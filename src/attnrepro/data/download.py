@@ -12,18 +12,12 @@ Content-Length, not chunked), wherever the connection closed, which is also what
 like. Such an end is confirmed by asking again past it: a Range request answered 416 with
 `Content-Range: bytes */SIZE`, or, from a server that ignores Range, a Content-Length (of that
 response or of a HEAD). A download whose end nothing confirms fails with a `DownloadError`
-unless a published checksum can judge its bytes: it is never renamed, and never pinned.
-
-Files without a published size or sha256 are pinned on first download in a lock file (the
-config's name with `.lock.yaml`, beside it), as pip's `--require-hashes` pins packages:
-later downloads must match the pin. `data.wmt.mirror`, a folder holding copies of the
-published files under the same names, is looked in first: a copy there is verified the same
-way and never downloaded over.
+unless a published checksum can judge its bytes: it is never renamed, so never pinned
+(attnrepro.data.fetch).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import http.client
 import os
@@ -37,11 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
-from attnrepro.config import DownloadFile
-from attnrepro.errors import AttnreproError, ConfigError, DataError
+from attnrepro.errors import AttnreproError, DataError
 
 BLOCK = 1 << 20  # bytes read per socket read
 USER_AGENT = "attnrepro (resumable WMT downloader)"
@@ -342,17 +334,7 @@ def _content_range_total(value: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-# ---- a local mirror of the published files (data.wmt.mirror) ----------------------------------
-
-
-def mirrored(mirror: Path | None, name: str) -> Path | None:
-    """`mirror/name` when a mirror is configured and holds that file; the mirror itself must exist."""
-    if mirror is None:
-        return None
-    if not Path(mirror).is_dir():
-        raise ConfigError(f"data.wmt.mirror: {mirror} is not a folder")
-    copy = Path(mirror) / name
-    return copy if copy.is_file() else None
+# ---- a copy from a mirror (data.wmt.mirror) --------------------------------------------------
 
 
 def copy_verified(source: Path, dest: Path, expected: Expected) -> dict[str, Any]:
@@ -371,71 +353,3 @@ def copy_verified(source: Path, dest: Path, expected: Expected) -> dict[str, Any
     _raise_on_mismatch(f"{source}", hashes, expected, hint, remove=tmp)
     os.replace(tmp, dest)
     return hashes.summary()
-
-
-# ---- pinning files without a published checksum (the lock file) -------------------------------
-
-
-def read_lock(path: Path) -> dict[str, dict[str, Any]]:
-    if not Path(path).exists():
-        return {}
-    try:
-        pins = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not a readable lock file ({err}); fix it or remove it to pin again") from err
-    if not isinstance(pins, dict) or not all(isinstance(entry, dict) for entry in pins.values()):
-        raise DataError(f"{path}: expected a mapping of file name -> {{url, size, sha256}}")
-    return pins
-
-
-def _pin(path: Path, key: str, entry: dict[str, Any]) -> None:
-    """Add `key` to the lock file under an exclusive lock (parallel download jobs share it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    guard = os.open(path.parent, os.O_RDONLY)  # the folder, so that no extra file appears beside the config
-    try:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        pins = read_lock(path)
-        pins[key] = entry
-        header = (
-            "# Sizes and sha256 of downloads that publish none, pinned by `attnrepro download` on first\n"
-            "# download (as pip pins hashes). Commit this file: later downloads must match it.\n"
-        )
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(header + yaml.safe_dump(pins, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        os.close(guard)  # releases the lock
-
-
-def fetch(
-    key: str,
-    spec: DownloadFile,
-    dest: Path,
-    lock: Path,
-    retries: int = 8,
-    timeout_s: float = 60.0,
-    mirror: Path | None = None,
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """data.wmt.files[key] to `dest`: copied from the mirror when it holds the file, else downloaded;
-    verified against the config, else its pin in `lock`, then pinned."""
-    pin = read_lock(lock).get(key, {})
-    size = spec.size if spec.size is not None else pin.get("size")
-    sha256 = spec.sha256 if spec.sha256 is not None else pin.get("sha256")
-    source = "config" if (spec.size, spec.sha256) == (size, sha256) else f"config + pin in {lock}"
-    expected = Expected(size=size, sha256=sha256, md5=spec.md5, source=source)
-    copy = mirrored(mirror, spec.name)
-    try:
-        if copy is not None and not Path(dest).exists():
-            result = copy_verified(copy, dest, expected)
-            print(f"{dest}: copied from {copy}", flush=True)
-        else:
-            result = download(spec.url, dest, expected, retries=retries, timeout_s=timeout_s, **kwargs)
-    except (ChecksumError, DownloadError) as err:
-        raise type(err)(f"{err} (data.wmt.files.{key})") from err
-    pinned = (pin.get("size"), pin.get("sha256")) == (result["size"], result["sha256"])
-    if (spec.size is None or spec.sha256 is None) and not pinned:
-        _pin(lock, key, {"url": spec.url, "size": result["size"], "sha256": result["sha256"]})
-        print(f"{lock}: pinned {key}: {result['size']} bytes, sha256 {result['sha256']}", flush=True)
-    return result
