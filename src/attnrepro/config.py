@@ -91,6 +91,10 @@ class WmtDataConfig:
     retries: int = 8
     timeout_s: float = 60.0
 
+    def side_file(self, corpus: str, side: str) -> DownloadFile:
+        """The downloaded file holding `side` ("src" or "tgt") of data.wmt.corpora[corpus]."""
+        return self.files[self.corpora[corpus].file_of(side)]
+
 
 @dataclass(frozen=True)
 class TokenizerConfig:

@@ -45,15 +45,12 @@ else:
             "attnrepro download --config {params.config:q} --file {params.file:q} --lock {params.lock:q}"
             " --out {output:q} > {log:q} 2>&1"
 
-    def corpus_download(side):
-        """The downloaded file holding `side` of wildcards.corpus (one archive may hold both sides)."""
-        return lambda wildcards: f"{DOWNLOADS}/{WMT.files[WMT.corpora[wildcards.corpus].file_of(side)].name}"
-
     rule extract:
-        """One corpus of data.wmt.corpora, streamed out of its downloaded files as plain text (SGML -> text)."""
+        """One corpus of data.wmt.corpora, streamed out of its downloaded files as plain text (SGML -> text);
+        one archive may hold both sides."""
         input:
-            src=corpus_download("src"),
-            tgt=corpus_download("tgt"),
+            src=lambda wildcards: f"{DOWNLOADS}/{WMT.side_file(wildcards.corpus, 'src').name}",
+            tgt=lambda wildcards: f"{DOWNLOADS}/{WMT.side_file(wildcards.corpus, 'tgt').name}",
         output:
             src=f"{RESULTS}/raw/{{corpus}}.src",
             tgt=f"{RESULTS}/raw/{{corpus}}.tgt",

@@ -205,11 +205,11 @@ def _receive(url: str, part: _Part, expected: Expected, timeout_s: float, backof
             return
         except _EndUnknown as err:
             if expected.sha256 is not None or expected.md5 is not None:
-                print(f"{url}: {err}; the published checksum decides", flush=True)
+                print(f"{url}: {err}; the published (or pinned) checksum decides", flush=True)
                 return
             raise DownloadError(
                 f"{url}: cannot tell whether the {part.size} bytes received are the whole file or a cut: {err}. "
-                f"Nothing was pinned and {part.path} is kept; publish the file's size or sha256 in the config, "
+                f"Nothing was pinned and {part.path} is kept; give the file's size or sha256 in the config, "
                 "or put a copy in data.wmt.mirror"
             ) from None
         except urllib.error.HTTPError as err:
