@@ -1,6 +1,8 @@
 """A real HTTP server on 127.0.0.1 for download tests: serves bytes by path, honours Range
-(206 + Content-Range) unless told not to, and can misbehave on purpose (fail with a status,
-cut the connection mid-file, ignore Range). Every request is logged with what was sent."""
+(206 + Content-Range) unless told not to, answers HEAD with the length, and can misbehave on
+purpose (fail with a status, cut the connection mid-file, ignore Range, end a body by closing
+the connection instead of announcing its length, answer no HEAD). Every request is logged with
+what was sent."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ class Behaviour:
     fail_with: list[int] = field(default_factory=list)  # statuses returned (in order) before serving
     cut_after: list[int] = field(default_factory=list)  # per request: close after this many body bytes
     ignore_range: bool = False
+    close_delimited: bool = False  # HTTP/1.0 style: no Content-Length, the body ends when the connection closes
+    head: bool = True  # answer HEAD with Content-Length (else 405)
+    chunked: bool = False  # Transfer-Encoding: chunked (the terminal chunk marks the end; a cut stops mid-chunk)
 
 
 @dataclass
@@ -23,6 +28,7 @@ class Served:
     range: str | None
     status: int
     bytes_sent: int
+    method: str = "GET"
 
 
 class ArchiveServer:
@@ -40,6 +46,9 @@ class ArchiveServer:
 
             def do_GET(self) -> None:
                 server._serve(self)
+
+            def do_HEAD(self) -> None:
+                server._head(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -75,6 +84,9 @@ class ArchiveServer:
             return
         start = 0
         match = re.fullmatch(r"bytes=(\d+)-", header or "")
+        if how.close_delimited:
+            handler.protocol_version = "HTTP/1.0"  # this response only: its body ends at the close
+            handler.close_connection = True
         if match and not how.ignore_range:
             start = int(match.group(1))
             if start >= len(data):
@@ -89,16 +101,41 @@ class ArchiveServer:
         else:
             handler.send_response(200)
         body = data[start:]
-        handler.send_header("Content-Length", str(len(body)))
+        if how.chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        elif not how.close_delimited:
+            handler.send_header("Content-Length", str(len(body)))
         handler.send_header("Content-Type", "application/octet-stream")
-        handler.end_headers()
         cut = how.cut_after.pop(0) if how.cut_after else None
         if cut is not None:
-            body = body[:cut]
             handler.close_connection = True
-        self.log.append(Served(path, header, 206 if start else 200, len(body)))  # before the client can see it
-        handler.wfile.write(body)
+        sent = len(body) if cut is None else cut
+        self.log.append(Served(path, header, 206 if start else 200, sent))  # before the client can see it
+        handler.end_headers()
+        if how.chunked:
+            self._write_chunks(handler, body, sent)
+        else:
+            handler.wfile.write(body[:sent])
         handler.wfile.flush()
+
+    @staticmethod
+    def _write_chunks(handler: BaseHTTPRequestHandler, body: bytes, sent: int, size: int = 8192) -> None:
+        """`body` in chunks of `size` bytes, stopping inside the chunk that holds byte `sent` when it is cut."""
+        for begin in range(0, len(body), size):
+            chunk = body[begin : begin + size]
+            handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk[: max(sent - begin, 0)])
+            if begin + len(chunk) > sent:
+                return  # cut: the chunk announced more bytes than follow
+            handler.wfile.write(b"\r\n")
+        handler.wfile.write(b"0\r\n\r\n")
+
+    def _head(self, handler: BaseHTTPRequestHandler) -> None:
+        path = handler.path
+        status = 404 if path not in self.files else 200 if self.behaviour[path].head else 405
+        self.log.append(Served(path, None, status, 0, method="HEAD"))
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(self.files[path])) if status == 200 else "0")
+        handler.end_headers()
 
     def _status(self, handler: BaseHTTPRequestHandler, path: str, header: str | None, status: int) -> None:
         body = f"status {status}\n".encode()

@@ -1,13 +1,15 @@
-"""The WMT'14 En-Fr DAG end to end on miniature archives served on 127.0.0.1: download (pinning
-what has no published checksum) -> extract -> clean -> tokenizers -> encode -> train -> translate
--> score -> the BLEU-by-length table. config/wmt14_en_fr.yaml itself, with URLs, sizes and
-checksums of the miniatures and tiny models."""
+"""The WMT'14 En-Fr DAG end to end on miniature archives of real text served on 127.0.0.1: download
+(pinning what has no published checksum) -> extract -> clean -> tokenizers -> encode -> train ->
+translate -> score -> the BLEU-by-length table. config/wmt14_en_fr.yaml itself, with URLs, sizes and
+checksums of the miniatures and tiny models. And config/multi30k_en_de.yaml: its plan, and its data
+steps from a mirror of the real files."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +18,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 from archive_server import ArchiveServer
-from sacremoses import MosesDetokenizer
-from wmt_miniature import build_archives
-
-from attnrepro.config import SyntheticDataConfig
-from attnrepro.data.synthetic import write_splits
+from sacremoses import MosesDetokenizer, MosesTokenizer
+from wmt_miniature import build_archives, real_data, real_file, real_member
 
 from conftest import REPO
 
@@ -32,44 +31,33 @@ TINY_TRAIN = {
     "batch_tokens": 600, "max_steps": 30, "log_every": 10, "valid_every": 10, "checkpoint_every": 10,
 }  # fmt: skip
 OFF = {"update_tokens": 0, "average_last": 1}  # one batch per update, the last checkpoint
+FULL_FROM, SELECTED_FROM = 500, 1100  # Europarl sample lines of the five training corpora, of the selection
+TEST_SEGMENTS = 20  # newstest2012-2014: whole documents up to >= 20 segments each
 
 
-def sentence(words: str) -> str:
-    """Synthetic words as raw text: capitalised, a full stop attached (Moses splits it off)."""
-    return words[:1].upper() + words[1:] + "."
+def europarl() -> list[tuple[str, str]]:
+    """The 3000 real Europarl v7 fr-en pairs (6 with an empty French side)."""
+    en, fr = (
+        real_file(f"europarl_sample/europarl-v7.fr-en.{lang}").read_text(encoding="utf-8") for lang in "en fr".split()
+    )
+    return list(zip(en.split("\n"), fr.split("\n"), strict=True))
 
 
-def corpus_texts(work: Path, cfg: dict) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Member name -> lines for every corpus of the config, from a small synthetic corpus."""
-    split_dir = work / "synthetic"
-    write_splits(SyntheticDataConfig(seed=5, n_train=1100, n_valid=40, test_per_bucket=5, max_test_len=40), split_dir)
-
-    def read(split: str, side: str) -> list[str]:
-        return [sentence(line) for line in (split_dir / f"{split}.{side}").read_text().splitlines()]
-
-    train = list(zip(read("train", "src"), read("train", "tgt")))
-    corpora = cfg["data"]["wmt"]["corpora"]
+def corpus_texts(cfg: dict) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Member name -> lines of each training corpus (100 real Europarl pairs each), and the line count of
+    every corpus; the test sets are the real SGML (real_member)."""
+    corpora, pairs = cfg["data"]["wmt"]["corpora"], europarl()
     texts: dict[str, list[str]] = {}
-
-    def put(name: str, pairs: list[tuple[str, str]]) -> None:
-        texts[corpora[name]["src"]] = [s for s, _ in pairs]
-        texts[corpora[name]["tgt"]] = [t for _, t in pairs]
-
-    for i, name in enumerate(FULL):
-        put(name, train[i * 100 : (i + 1) * 100])
-    # what clean-corpus-n drops: an empty side, more than 80 words, a length ratio over 9
-    europarl = corpora["europarl_v7"]
-    texts[europarl["src"]] += ["", " ".join(["Long"] * 81) + ".", "Short."]
-    texts[europarl["tgt"]] += ["Vide.", "Court.", " ".join(["Longue"] * 12) + "."]
-    selected = [n for n in cfg["data"]["wmt"]["splits"]["train_selected"]]
-    for i, name in enumerate(selected):
-        put(name, train[500 + i * 100 : 600 + i * 100])
-    texts[corpora[selected[0]]["src"]][0] = "Zeta only appears in the selection."  # which split trained word30k
-    valid = list(zip(read("valid", "src"), read("valid", "tgt")))
-    put("newstest2012", valid[:20])
-    put("newstest2013", valid[20:])
-    put("newstest2014", list(zip(read("test", "src"), read("test", "tgt"))))
-    lines = {name: len(texts[c["src"]]) for name, c in corpora.items()}
+    training = [(name, FULL_FROM + 100 * i) for i, name in enumerate(FULL)]
+    training += [
+        (name, SELECTED_FROM + 100 * i) for i, name in enumerate(cfg["data"]["wmt"]["splits"]["train_selected"])
+    ]
+    for name, first in training:
+        texts[corpora[name]["src"]] = [src for src, _ in pairs[first : first + 100]]
+        texts[corpora[name]["tgt"]] = [tgt for _, tgt in pairs[first : first + 100]]
+    lines = {name: 100 for name, _ in training}
+    for name in ("newstest2012", "newstest2013", "newstest2014"):
+        lines[name] = real_member(corpora[name]["src"], TEST_SEGMENTS).count(b"\n<seg ")
     return texts, lines
 
 
@@ -109,21 +97,19 @@ def miniature_config(cfg: dict, server: ArchiveServer, archives: dict[str, Path]
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
+    real_data()
     root = tmp_path_factory.mktemp("wmt")
     cfg = yaml.safe_load((REPO / "config/wmt14_en_fr.yaml").read_text())
-    texts, lines = corpus_texts(root, cfg)
-    archives = build_archives(root / "published", texts)
+    texts, lines = corpus_texts(cfg)
+    archives = build_archives(root / "published", texts, limit=TEST_SEGMENTS)
     with ArchiveServer() as server:
         config = root / "config" / "wmt14_en_fr.yaml"
         config.parent.mkdir()
         config.write_text(yaml.safe_dump(miniature_config(cfg, server, archives, lines), sort_keys=False))
         workdir = root / "work"
-        command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(workdir)]
-        out = subprocess.run(
-            command + ["--cores", "2", "--configfile", str(config)], capture_output=True, text=True, timeout=1200
-        )
+        out = snakemake(workdir, config, "--cores", "2", timeout=1200)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
-        again = subprocess.run(command + ["-n", "--configfile", str(config)], capture_output=True, text=True)
+        again = snakemake(workdir, config, "-n")
         yield {
             "results": workdir / "results" / "wmt14_en_fr",
             "downloads": workdir / "results" / "downloads",
@@ -133,6 +119,13 @@ def finished_run(tmp_path_factory):
             "lines": lines,
             "again": again.stdout + again.stderr,
         }
+
+
+def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(workdir)]
+    return subprocess.run(
+        command + ["--configfile", str(config), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_each_archive_was_fetched_once_verified_and_the_unpublished_ones_pinned(finished_run):
@@ -152,27 +145,44 @@ def test_each_archive_was_fetched_once_verified_and_the_unpublished_ones_pinned(
 def test_splits_come_out_cleaned_with_counts_in_the_manifests(finished_run):
     data, lines = finished_run["results"] / "data", finished_run["lines"]
     train = json.loads((data / "train.manifest.json").read_text())
-    assert train["pairs_in"] == sum(lines[c] for c in FULL) == 503
+    assert train["pairs_in"] == sum(lines[c] for c in FULL) == 500
     steps = {s["filter"]: s["before"] - s["after"] for s in train["filters"]}
-    assert steps == {"utf8": 0, "empty": 1, "length": 1, "ratio": 1}
-    assert train["pairs_out"] == len((data / "train.src").read_text().splitlines()) == 500
+    # Europarl sample lines 500-999: line 549's French side is empty; 12 pairs have more than 80 words
+    assert steps == {"utf8": 0, "empty": 1, "length": 12, "ratio": 0}
+    assert train["pairs_out"] == len((data / "train.src").read_text().splitlines()) == 487
     test = json.loads((data / "test.manifest.json").read_text())
-    assert test["filters"] == [] and test["pairs_out"] == lines["newstest2014"] == 20  # every test sentence kept
+    assert test["filters"] == [] and test["pairs_out"] == lines["newstest2014"] == 68  # every test sentence kept
+    assert (data / "test.src").read_text().splitlines()[:2] == [
+        "Spectacular Wingsuit Jump Over Bogota",  # the real newstest2014 SGML -> its raw sentences
+        "Sportsman Jhonathan Florez jumped from a helicopter above Bogota, the capital of Colombia, on Thursday.",
+    ]
     valid = json.loads((data / "valid.manifest.json").read_text())
-    assert [c["corpus"] for c in valid["corpora"]] == ["newstest2012", "newstest2013"] and valid["pairs_out"] == 40
-    assert (data / "test.src").read_text().splitlines()[0].endswith(".")  # SGML -> the raw sentence
-    words = (finished_run["results"] / "tokenizer/word30k/src.model").read_text().splitlines()
-    assert "Zeta" in words and "." in words  # trained on train_selected, Moses-tokenized
+    assert [c["corpus"] for c in valid["corpora"]] == ["newstest2012", "newstest2013"]
+    assert valid["pairs_out"] == lines["newstest2012"] + lines["newstest2013"]
+
+
+def test_the_word_vocabulary_is_trained_on_the_selection_and_moses_tokenized(finished_run):
+    moses = MosesTokenizer("en")
+
+    def words(split: str) -> set[str]:  # the alphabetic Moses tokens of the cleaned split
+        lines = (finished_run["results"] / "data" / f"{split}.src").read_text(encoding="utf-8").splitlines()
+        return {w for line in lines for w in moses.tokenize(line, escape=False) if re.fullmatch(r"[A-Za-z]+", w)}
+
+    selected, full = words("train_selected"), words("train")
+    vocabulary = set((finished_run["results"] / "tokenizer/word30k/src.model").read_text().splitlines())
+    assert len(selected - full) > 100 and selected - full <= vocabulary
+    assert len(full - selected) > 100 and (full - selected) & vocabulary == set()
+    assert "." in vocabulary and "," in vocabulary  # split off by Moses
 
 
 def test_every_model_is_scored_on_detokenized_text_and_tabled_by_length(finished_run):
     results = finished_run["results"]
-    fr = MosesDetokenizer("fr")
+    fr, n_test = MosesDetokenizer("fr"), finished_run["lines"]["newstest2014"]
     for model in ("rnnsearch50", "transformer_base"):
         bleu = json.loads((results / model / "bleu.json").read_text())
-        assert bleu["n_sentences"] == 20 and bleu["signature"].startswith("nrefs:1") and 0 <= bleu["bleu"] <= 100
+        assert bleu["n_sentences"] == n_test and bleu["signature"].startswith("nrefs:1") and 0 <= bleu["bleu"] <= 100
         hyps = (results / model / "hyp.txt").read_text().splitlines()
-        assert len(hyps) == 20
+        assert len(hyps) == n_test
         if model != "transformer_base":  # the Moses word path: plain text, a fixed point of detokenization
             assert all(fr.detokenize(h.split()) == h for h in hyps)
     assert {p.parent.name for p in results.glob("encoded/*/train.npz")} == {"word30k", "wordpiece32k"}
@@ -180,3 +190,53 @@ def test_every_model_is_scored_on_detokenized_text_and_tabled_by_length(finished
         table = list(csv.DictReader(f))
     assert {r["model"] for r in table} == {"rnnsearch50", "transformer_base"}
     assert {int(r["bucket_hi"]) for r in table} == {10, 20, 30, 40}
+
+
+# ---- config/multi30k_en_de.yaml: every job planned offline; its data steps from a mirror ----------
+
+MULTI30K = REPO / "config" / "multi30k_en_de.yaml"
+
+
+def test_the_multi30k_config_plans_every_job_offline(tmp_path):
+    out = snakemake(tmp_path, MULTI30K, "-n")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.MULTILINE))
+    per_model = {"train": "4", "translate": "4", "score": "4"}  # RNNencdec, RNNsearch, seq2seq, Transformer
+    assert {"download": "6", "extract": "3", "clean": "3", "tokenizer": "2", **per_model}.items() <= jobs.items()
+    assert not (tmp_path / "results" / "downloads").exists()
+
+
+def test_multi30k_download_extract_clean_from_a_mirror_of_the_real_files(tmp_path):
+    mirror = real_data() / "multi30k"
+    raw = yaml.safe_load(MULTI30K.read_text())
+    with ArchiveServer() as server:  # serves nothing: every file must come from the mirror
+        for spec in raw["data"]["wmt"]["files"].values():
+            spec["url"] = f"{server.url}{urlparse(spec['url']).path}"
+        raw["data"]["wmt"].update(mirror=str(mirror), retries=0)
+        config = tmp_path / "config" / "multi30k_en_de.yaml"
+        config.parent.mkdir()
+        config.write_text(yaml.safe_dump(raw, sort_keys=False))
+        data = "results/multi30k_en_de/data"
+        targets = [f"{data}/{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")]
+        out = snakemake(tmp_path / "work", config, "--cores", "2", *targets)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        assert server.log == []
+    for name in ("train.en.gz", "val.de.gz", "test_2016_flickr.en.gz"):
+        assert (tmp_path / "work/results/downloads/multi30k" / name).read_bytes() == (mirror / name).read_bytes()
+    assert list(config.parent.iterdir()) == [config]  # every size and sha256 published: nothing pinned
+    first = {
+        "train": ("Two young, White males are outside near many bushes.",
+                  "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche."),
+        "valid": ("A group of men are loading cotton onto a truck",
+                  "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen"),
+        "test": ("A man in an orange hat starring at something.",
+                 "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt."),
+    }  # fmt: skip
+    for split, lines in (("train", 29000), ("valid", 1014), ("test", 1000)):
+        src, tgt = (
+            (tmp_path / "work" / data / f"{split}.{side}").read_text(encoding="utf-8") for side in ("src", "tgt")
+        )
+        assert len(src.splitlines()) == len(tgt.splitlines()) == lines
+        assert (src.splitlines()[0], tgt.splitlines()[0]) == first[split]
+        manifest = json.loads((tmp_path / "work" / data / f"{split}.manifest.json").read_text())
+        assert manifest["pairs_in"] == manifest["pairs_out"] == lines  # clean-corpus-n 1-80, ratio 9 keeps all

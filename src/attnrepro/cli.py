@@ -24,13 +24,14 @@ def cmd_generate(args: argparse.Namespace) -> None:
 
 
 def cmd_download(args: argparse.Namespace) -> None:
-    from attnrepro.data.download import fetch
+    from attnrepro.data.fetch import fetch
 
     cfg = load_config(args.config)
     if cfg.wmt is None or args.file not in cfg.wmt.files:
         raise ConfigError(f"{args.config}: no data.wmt.files.{args.file}")
     wmt = cfg.wmt
-    result = fetch(args.file, wmt.files[args.file], Path(args.out), Path(args.lock), wmt.retries, wmt.timeout_s)
+    mirror = Path(wmt.mirror) if wmt.mirror is not None else None
+    result = fetch(args.file, wmt.files[args.file], Path(args.out), Path(args.lock), wmt.retries, wmt.timeout_s, mirror)
     print(json.dumps({"file": args.file, **result}))
 
 
@@ -41,7 +42,8 @@ def cmd_extract(args: argparse.Namespace) -> None:
     if cfg.wmt is None or args.corpus not in cfg.wmt.corpora:
         raise ConfigError(f"{args.config}: no data.wmt.corpora.{args.corpus}")
     spec = cfg.wmt.corpora[args.corpus]
-    counts = extract_corpus(Path(args.archive), args.corpus, spec, Path(args.src), Path(args.tgt))
+    inputs = Path(args.src_input), Path(args.tgt_input)
+    counts = extract_corpus(*inputs, args.corpus, spec, Path(args.src), Path(args.tgt))
     print(json.dumps({"corpus": args.corpus, **counts}))
 
 
@@ -263,14 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("generate", cmd_generate, "write the synthetic corpus")
     p.add_argument("--out-dir", required=True)
 
-    p = verb("download", cmd_download, "fetch one of data.wmt.files: resumable, retried, verified, atomic")
+    p = verb("download", cmd_download, "fetch one of data.wmt.files (from data.wmt.mirror if there): resumed, verified")
     p.add_argument("--file", required=True, help="a name under data.wmt.files")
     p.add_argument("--out", required=True)
     p.add_argument("--lock", required=True, help="lock file pinning sizes/sha256 the config does not give")
 
-    p = verb("extract", cmd_extract, "one corpus of data.wmt.corpora from its archive, as plain text")
+    p = verb("extract", cmd_extract, "one corpus of data.wmt.corpora from its downloaded files, as plain text")
     p.add_argument("--corpus", required=True)
-    p.add_argument("--archive", required=True)
+    p.add_argument("--src-input", required=True, help="the downloaded file holding the source side")
+    p.add_argument("--tgt-input", required=True, help="the one holding the target side (the same archive for both)")
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
 

@@ -49,12 +49,24 @@ class DownloadFile:
 
 @dataclass(frozen=True)
 class CorpusSpec:
-    """A parallel corpus inside a downloaded archive: the two members and their published line count."""
+    """A parallel corpus and its published line count. Each side is a member (`src`, `tgt`) of a
+    downloaded archive (`file` for both, or `src_file`/`tgt_file`), or, without a member, a downloaded
+    file of its own (`src_file`/`tgt_file`: plain text, .gz or .sgm), as Multi30k publishes them."""
 
-    file: str
-    src: str
-    tgt: str
+    file: str | None = None
+    src: str | None = None
+    tgt: str | None = None
     lines: int | None = None
+    src_file: str | None = None
+    tgt_file: str | None = None
+
+    def file_of(self, side: str) -> str | None:
+        """The name under data.wmt.files that holds `side` ("src" or "tgt")."""
+        return (self.src_file if side == "src" else self.tgt_file) or self.file
+
+    def member_of(self, side: str) -> str | None:
+        """`side`'s member inside its file, None when the file itself is that side's text."""
+        return self.src if side == "src" else self.tgt
 
 
 @dataclass(frozen=True)
@@ -74,9 +86,14 @@ class WmtDataConfig:
     splits: dict[str, tuple[str, ...]]
     clean: CleanConfig = field(default_factory=CleanConfig)
     download_dir: str = "results/downloads"
+    mirror: str | None = None  # a folder of the published files under their names, looked in before downloading
     lock_file: str | None = None
     retries: int = 8
     timeout_s: float = 60.0
+
+    def side_file(self, corpus: str, side: str) -> DownloadFile:
+        """The downloaded file holding `side` ("src" or "tgt") of data.wmt.corpora[corpus]."""
+        return self.files[self.corpora[corpus].file_of(side)]
 
 
 @dataclass(frozen=True)
@@ -260,8 +277,7 @@ def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
         by_name[f.name] = key
     corpora = {key: _build(CorpusSpec, c) for key, c in raw["corpora"].items()}
     for key, c in corpora.items():
-        if c.file not in files:
-            raise ConfigError(f"data.wmt.corpora.{key}.file: no file named {c.file!r} under data.wmt.files")
+        _check_corpus(key, c, files)
     splits = {}
     for split, names in raw["splits"].items():
         for name in names:
@@ -270,6 +286,25 @@ def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
         splits[split] = tuple(names)
     rest = {k: v for k, v in raw.items() if k not in ("files", "corpora", "splits", "clean")}
     return WmtDataConfig(files=files, corpora=corpora, splits=splits, clean=_build(CleanConfig, raw["clean"]), **rest)
+
+
+def _check_corpus(key: str, corpus: CorpusSpec, files: dict[str, DownloadFile]) -> None:
+    """Each side of data.wmt.corpora.KEY in a configured file; one file holding both sides names two members."""
+    where = f"data.wmt.corpora.{key}"
+    for side in ("src", "tgt"):
+        file = corpus.file_of(side)
+        if file is None:
+            raise ConfigError(f"{where}: no file for {side}: give file (an archive of both sides) or {side}_file")
+        if file not in files:
+            name = f"{side}_file" if file != corpus.file else "file"
+            raise ConfigError(f"{where}.{name}: no file named {file!r} under data.wmt.files")
+    if corpus.file_of("src") == corpus.file_of("tgt"):
+        if corpus.src is None or corpus.tgt is None:
+            raise ConfigError(
+                f"{where}: both sides are in {corpus.file_of('src')!r}; name each side's member (src, tgt)"
+            )
+        if corpus.src == corpus.tgt:
+            raise ConfigError(f"{where}: src and tgt are the same member {corpus.src!r}")
 
 
 def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConfig:

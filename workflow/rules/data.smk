@@ -27,7 +27,8 @@ else:
         download,
 
     rule download:
-        """One archive of data.wmt.files: resumed from its .part, retried, verified, then renamed."""
+        """One file of data.wmt.files: copied from data.wmt.mirror when there, else downloaded (resumed from
+        its .part, retried, its end confirmed); verified, then renamed."""
         output:
             f"{DOWNLOADS}/{{archive}}",
         params:
@@ -45,9 +46,11 @@ else:
             " --out {output:q} > {log:q} 2>&1"
 
     rule extract:
-        """One corpus of data.wmt.corpora, streamed out of its archive as plain text (SGML -> text)."""
+        """One corpus of data.wmt.corpora, streamed out of its downloaded files as plain text (SGML -> text);
+        one archive may hold both sides."""
         input:
-            corpus_archive,
+            src=lambda wildcards: f"{DOWNLOADS}/{WMT.side_file(wildcards.corpus, 'src').name}",
+            tgt=lambda wildcards: f"{DOWNLOADS}/{WMT.side_file(wildcards.corpus, 'tgt').name}",
         output:
             src=f"{RESULTS}/raw/{{corpus}}.src",
             tgt=f"{RESULTS}/raw/{{corpus}}.tgt",
@@ -60,8 +63,9 @@ else:
         log:
             f"{RESULTS}/logs/extract_{{corpus}}.log",
         shell:
-            "attnrepro extract --config {params.config:q} --corpus {wildcards.corpus:q} --archive {input:q}"
-            " --src {output.src:q} --tgt {output.tgt:q} > {log:q} 2>&1"
+            "attnrepro extract --config {params.config:q} --corpus {wildcards.corpus:q}"
+            " --src-input {input.src:q} --tgt-input {input.tgt:q} --src {output.src:q} --tgt {output.tgt:q}"
+            " > {log:q} 2>&1"
 
     rule clean:
         """A split's corpora validated, normalised and (train*) filtered; counts in {split}.manifest.json."""
