@@ -21,8 +21,9 @@ import yaml
 
 from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.data.tokenize import load_tokenizer
+from attnrepro.errors import ConfigError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
-from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, train
+from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, make_optimizer, train
 from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config
@@ -217,6 +218,18 @@ def test_inverse_sqrt_schedule_is_vaswani_eq_3():
         assert lr_at(tc, step, 512) == pytest.approx(512**-0.5 * min(step**-0.5, step * 4000**-1.5))
     assert lr_at(tc, 4000, 512) == pytest.approx(512**-0.5 / 4000**0.5)
     assert lr_at(TrainConfig(lr=0.3), 10) == 0.3
+
+
+def test_each_optimizer_is_the_papers_and_an_unknown_name_is_refused():
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    adadelta = make_optimizer(weights, TrainConfig(optimizer="adadelta", lr=1.0, rho=0.95, eps=1e-6))
+    assert isinstance(adadelta, torch.optim.Adadelta) and adadelta.defaults["rho"] == 0.95
+    assert isinstance(make_optimizer(weights, TrainConfig(optimizer="adam")), torch.optim.Adam)
+    assert type(make_optimizer(weights, TrainConfig(optimizer="sgd", lr=0.7))) is torch.optim.SGD
+    with pytest.raises(ConfigError, match="train.optimizer: 'rmsprop'"):  # never a silent fallback to SGD
+        make_optimizer(weights, TrainConfig(optimizer="rmsprop"))
+    with pytest.raises(ConfigError, match="train.schedule"):
+        lr_at(TrainConfig(schedule="inverse_sqrt"), 1, d_model=None)
 
 
 def _snakemake(workdir: Path, config: Path, *extra: str) -> list[str]:
