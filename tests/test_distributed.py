@@ -67,13 +67,16 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config, tiny_corpus, tmp_path):
-    config = _config(tmp_path, max_steps=1)
+@pytest.mark.parametrize("loss_norm", ["token", "sentence"])
+def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config, tiny_corpus, tmp_path, loss_norm):
+    """Each rank divides its batches' summed token losses by the whole update's tokens or sentences."""
+    config = _config(tmp_path, max_steps=1, loss_norm=loss_norm)
     subprocess.run(_torchrun(config, tiny_corpus, tmp_path / "two"), check=True, capture_output=True)
 
     # One process, 2 micro-batches accumulated: the same global batch of 2 batches.
     mc = test_config.model("rnnsearch10")
-    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, max_steps=1, update_tokens=800))
+    one_rank = dataclasses.replace(mc.train, max_steps=1, update_tokens=800, loss_norm=loss_norm)
+    mc = dataclasses.replace(mc, train=one_rank)
     vocab = [len(load_tokenizer(test_config.tokenizer, tiny_corpus / f"tokenizer/{s}.model")) for s in ("src", "tgt")]
     one = train(mc, tiny_corpus / "encoded/train.npz", tiny_corpus / "encoded/valid.npz", *vocab, tmp_path / "one",
                 progress=False)  # fmt: skip

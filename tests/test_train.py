@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -218,6 +219,62 @@ def test_inverse_sqrt_schedule_is_vaswani_eq_3():
         assert lr_at(tc, step, 512) == pytest.approx(512**-0.5 * min(step**-0.5, step * 4000**-1.5))
     assert lr_at(tc, 4000, 512) == pytest.approx(512**-0.5 / 4000**0.5)
     assert lr_at(TrainConfig(lr=0.3), 10) == 0.3
+
+
+def _write_corpus(path: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
+    """An encoded corpus (.npz as encode_corpus writes it) from (source ids, target ids) pairs."""
+    arrays = {}
+    for side, rows in (("src", [p[0] for p in pairs]), ("tgt", [p[1] for p in pairs])):
+        arrays[f"{side}_ids"] = np.array([i for row in rows for i in row], dtype=np.uint16)
+        arrays[f"{side}_offsets"] = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+TWO_SENTENCES = [([5, 6, 7], [8, 9]), ([10, 11, 12, 13], [14, 15, 16, 17, 18])]  # 3 and 6 target tokens with </s>
+
+
+@pytest.mark.parametrize("accumulate", [False, True], ids=["one_batch", "two_micro_batches"])
+@pytest.mark.parametrize("loss_norm", ["token", "sentence"])
+def test_the_gradient_is_the_summed_token_losses_over_sentences_or_tokens(tmp_path, loss_norm, accumulate):
+    """One SGD step at lr 1 moves the weights by minus the gradient; compare it with autograd's by hand.
+
+    sentence: (sum of the two sentences' token losses) / 2 (Sutskever 3.4, dl4mt); token: / 9 tokens."""
+    from attnrepro.data.batching import Corpus, collate
+    from attnrepro.models import build_model
+
+    corpus_path = _write_corpus(tmp_path / "two.npz", TWO_SENTENCES)
+    params = {"emb": 8, "hidden": 12, "align": 10, "maxout": 6, "init": "pytorch"}
+    # accumulate: batches of one sentence each (11 padded tokens at most), two of them per update
+    batching = {"batch_tokens": 12, "update_tokens": 24} if accumulate else {"batch_tokens": 100}
+    tc = TrainConfig(optimizer="sgd", lr=1.0, clip_norm=0.0, max_steps=1, loss_norm=loss_norm, **batching)
+    mc = ModelConfig("two", "rnnsearch", "two", params, tc)
+    final = train(mc, corpus_path, corpus_path, 20, 20, tmp_path / "run", progress=False)
+
+    torch.manual_seed(tc.seed)  # the loop's initial weights
+    model = build_model("rnnsearch", 20, 20, params)
+    batch = collate(Corpus.load(corpus_path), np.arange(2))
+    logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    summed = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0,
+                                               reduction="sum")  # fmt: skip
+    (summed / (2 if loss_norm == "sentence" else 9)).backward()
+    after = _weights(final)
+    for name, weight in model.named_parameters():
+        step = weight.detach() - after[name]
+        assert torch.allclose(step, weight.grad, rtol=1e-4, atol=1e-7), name
+    assert any(float(w.grad.abs().max()) > 1e-3 for w in model.parameters())
+    # the logged loss is per target token under either norm
+    assert float(_log_rows(tmp_path / "run/train_log.csv")[0]["loss"]) == pytest.approx(summed.item() / 9, abs=1e-5)
+
+
+@pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])
+def test_paper_configs_normalise_the_loss_as_their_paper(config):
+    from attnrepro.config import load_config
+
+    norms = {m.arch: m.train.loss_norm for m in load_config(REPO / "config" / config).models.values()}
+    assert norms.pop("transformer") == "token"  # Vaswani
+    assert set(norms.values()) == {"sentence"} and len(norms) == 7  # Sutskever, Bahdanau and the same-scale others
 
 
 def test_each_optimizer_is_the_papers_and_an_unknown_name_is_refused():

@@ -113,6 +113,7 @@ class TrainConfig:
     max_steps: int = 1000
     max_src_len: int = 50
     label_smoothing: float = 0.0
+    loss_norm: str = "token"  # token | sentence: the update's loss divided by its target tokens or sentences
     seed: int = 1
     log_every: int = 50
     valid_every: int = 500

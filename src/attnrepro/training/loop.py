@@ -4,8 +4,9 @@ batches, data-parallel updates, atomic checkpoints and bit-identical resume.
 Data order. Batches of epoch e come from `token_batches(..., seed=train.seed + e)`, so the
 data position is just (epoch, batch index). An update takes the next `per_update` batches
 (enough for `train.update_tokens`); rank r of N trains on batches r, r + N, ... of them
-(DistributedSampler's split) and DDP sums the gradients, each micro-batch weighted by its
-share of the update's target tokens, so one update is the same on any number of ranks.
+(DistributedSampler's split) and DDP sums the gradients, each micro-batch's summed token losses
+divided by the update's target tokens or sentences (`train.loss_norm`), so one update is the
+same on any number of ranks.
 
 Resume. `{out}/resume/` is not a declared Snakemake output, so a failed job's cleanup never
 deletes it: `last.pt` holds model, optimizer and the `TrainState` (step, data position, tokens
@@ -279,19 +280,21 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         n_tgt = sum(int(corpus.tgt_lens[b].sum()) + len(b) for b in update)  # + </s> per sentence
+        # the update's summed token losses over its sentences (Sutskever 2014, §3.4; dl4mt) or its tokens (Vaswani)
+        norm = n_tgt if self.tc.loss_norm == "token" else sum(len(b) for b in update)
         mine = update[ranks.rank :: ranks.world_size]
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0  # this rank's share of the update's mean loss per target token
         for i, indices in enumerate(mine):
             batch = collate(corpus, indices).to(self.device)
-            share = batch.n_tgt_tokens / n_tgt
+            share = batch.n_tgt_tokens / n_tgt  # of the logged loss, per target token under either norm
             sync = i == len(mine) - 1 or ranks.world_size == 1
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
                 with self.autocast:
                     logits = self.forward(batch.src, batch.src_mask, batch.tgt_in)
                     loss = loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
-                # DDP averages gradients over ranks: scale by world_size so they sum instead
-                (loss * (share * ranks.world_size)).backward()
+                # the batch's summed token losses / norm; DDP averages gradients over ranks: scale by world_size
+                (loss * (batch.n_tgt_tokens / norm * ranks.world_size)).backward()
             loss_sum += float(loss.detach()) * share
         loss_value, stop_votes = sum_over_ranks([loss_sum, float(stop["requested"])], ranks, self.device)
         if not math.isfinite(loss_value):  # no update: last.pt stays the last good state

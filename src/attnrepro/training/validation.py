@@ -19,7 +19,7 @@ from attnrepro.models import Seq2SeqModel
 
 
 def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
-    """Mean cross-entropy per real target token."""
+    """Mean cross-entropy per real target token (the loop rescales it to train.loss_norm)."""
     return nn.functional.cross_entropy(
         logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )
@@ -33,6 +33,7 @@ def valid_loss(
     device: torch.device | None = None,
     autocast: contextlib.AbstractContextManager | None = None,
 ) -> float:
+    """Cross-entropy per target token (</s> included) over the corpus, whatever train.loss_norm."""
     model.eval()
     total, tokens = 0.0, 0
     for indices in token_batches(corpus.src_lens, corpus.tgt_lens, batch_tokens, seed=0):
