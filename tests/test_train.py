@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -143,8 +144,11 @@ def _train_command(config: Path, corpus: Path, out: Path) -> list[str]:
 def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, str]:
     """Start training, send `sig` once its loop is about to run, return the finished process and its output."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first = proc.stdout.readline()  # "rnnsearch10: rnnsearch, N parameters, ..." comes right before step 1
-    assert "parameters" in first, first
+    first = ""
+    while "parameters" not in first:  # "rnnsearch10: rnnsearch, N parameters" comes right before step 1
+        line = proc.stdout.readline()
+        assert line, first
+        first += line
     proc.send_signal(sig)
     rest = proc.stdout.read()
     proc.wait(timeout=120)
@@ -266,6 +270,34 @@ def test_the_gradient_is_the_summed_token_losses_over_sentences_or_tokens(tmp_pa
     assert any(float(w.grad.abs().max()) > 1e-3 for w in model.parameters())
     # the logged loss is per target token under either norm
     assert float(_log_rows(tmp_path / "run/train_log.csv")[0]["loss"]) == pytest.approx(summed.item() / 9, abs=1e-5)
+
+
+def test_the_length_filter_is_on_pairs_and_says_what_it_removed(tmp_path, capsys):
+    """Bahdanau's -30/-50 models saw pairs of at most 30/50 words on both sides: a long target is dropped."""
+    from attnrepro.config import from_dict
+
+    pairs = [([5, 6, 7], [8, 9]), ([5, 6, 7], [8] * 8), ([5] * 7, [8, 9]), ([5, 6], [])]  # ok, long tgt/src, empty
+    corpus = _write_corpus(tmp_path / "c.npz", pairs)
+    tc = TrainConfig(optimizer="sgd", lr=0.1, max_steps=1, max_src_len=5, batch_tokens=1000)
+    assert tc.max_tgt_len == 5  # defaults to max_src_len
+    mc = ModelConfig("f", "rnnsearch", "f", {"emb": 8, "hidden": 12, "align": 10, "maxout": 6}, tc)
+    train(mc, corpus, corpus, 20, 20, tmp_path / "run", progress=False)
+    assert "1 of 4 training pairs kept" in capsys.readouterr().out
+    record = json.loads((tmp_path / "run/filter.json").read_text())
+    removed = record.pop("removed")
+    assert record == {"pairs": 4, "kept": 1, "max_src_len": 5, "max_tgt_len": 5}
+    assert removed == {"empty_source": 0, "empty_target": 1, "long_source": 1, "long_target": 1}
+    assert _log_rows(tmp_path / "run/train_log.csv")[0]["tgt_tokens"] == "3"  # the first pair alone (+ </s>)
+
+    wide = dataclasses.replace(mc, train=dataclasses.replace(tc, max_tgt_len=8))
+    train(wide, corpus, corpus, 20, 20, tmp_path / "wide", progress=False)
+    assert json.loads((tmp_path / "wide/filter.json").read_text())["kept"] == 2
+    assert _log_rows(tmp_path / "wide/train_log.csv")[0]["tgt_tokens"] == str(3 + 9)
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 10  # the schema leaves it to max_src_len
+    raw["models"]["rnnsearch10"]["train"]["max_tgt_len"] = 14
+    assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 14
 
 
 @pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])

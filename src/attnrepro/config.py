@@ -112,6 +112,7 @@ class TrainConfig:
     batch_tokens: int = 4000
     max_steps: int = 1000
     max_src_len: int = 50
+    max_tgt_len: int | None = None  # None: max_src_len (filled in by __post_init__)
     label_smoothing: float = 0.0
     loss_norm: str = "token"  # token | sentence: the update's loss divided by its target tokens or sentences
     seed: int = 1
@@ -124,6 +125,10 @@ class TrainConfig:
     compile: bool = False
     average_last: int = 1
     valid_bleu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tgt_len is None:  # the -30/-50 filter is on pairs: the target side defaults to the source's
+            object.__setattr__(self, "max_tgt_len", self.max_src_len)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ training naming the step, before anything overwrites the last good checkpoint.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import shutil
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -124,13 +126,33 @@ def stop_requests() -> Iterator[dict[str, bool]]:
             signal.signal(sig, old)
 
 
-def _filter(corpus: Corpus, max_len: int) -> np.ndarray:
-    """Indices of pairs with 1..max_len source tokens and a non-empty target.
+def filter_pairs(corpus: Corpus, tc: TrainConfig) -> tuple[np.ndarray, dict[str, Any]]:
+    """Indices of the pairs trained on, and a record of how many pairs each filter removed.
 
-    Bahdanau's -30/-50 models were trained on sentence pairs of at most 30/50 words.
+    Bahdanau's -30/-50 models were trained on sentence pairs of at most 30/50 words on both sides.
+    A pair can fail several filters: each count is of the pairs that fail that one.
     """
-    keep = (corpus.src_lens >= 1) & (corpus.src_lens <= max_len) & (corpus.tgt_lens >= 1)
-    return np.flatnonzero(keep)
+    src, tgt = corpus.src_lens, corpus.tgt_lens
+    failed = {
+        "empty_source": src < 1,
+        "empty_target": tgt < 1,
+        "long_source": src > tc.max_src_len,
+        "long_target": tgt > tc.max_tgt_len,
+    }
+    kept = np.flatnonzero(~np.logical_or.reduce(list(failed.values())))
+    record = {"pairs": len(src), "kept": len(kept), "max_src_len": tc.max_src_len, "max_tgt_len": tc.max_tgt_len}
+    return kept, record | {"removed": {name: int(mask.sum()) for name, mask in failed.items()}}
+
+
+def describe_filter(record: dict[str, Any]) -> str:
+    """One line for the train log: pairs kept and removed by each filter."""
+    removed = record["removed"]
+    return (
+        f"{record['kept']:,} of {record['pairs']:,} training pairs kept; removed: {removed['empty_source']:,} with an"
+        f" empty source, {removed['empty_target']:,} with an empty target, {removed['long_source']:,} with more than"
+        f" {record['max_src_len']} source tokens, {removed['long_target']:,} with more than {record['max_tgt_len']}"
+        " target tokens (a pair can fail several)"
+    )
 
 
 def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
@@ -195,9 +217,12 @@ class Trainer:
 
         self.corpus = Corpus.load(train_path)
         self.valid = Corpus.load(valid_path)
-        self.kept = _filter(self.corpus, self.tc.max_src_len)
+        self.kept, kept_record = filter_pairs(self.corpus, self.tc)
+        if ranks.is_main:
+            print(f"{mc.name}: {describe_filter(kept_record)}", flush=True)
+            (out_dir / "filter.json").write_text(json.dumps(kept_record, indent=1) + "\n")
         if len(self.kept) == 0:
-            raise DataError(f"{train_path}: no training pair has <= {self.tc.max_src_len} source tokens")
+            raise DataError(f"{train_path}: no training pair is left ({describe_filter(kept_record)})")
         self.per_update = batches_per_update(self.tc, ranks.world_size)
 
         self.state = self._resume()
@@ -214,8 +239,7 @@ class Trainer:
         main, path = self.ranks.is_main, self.resume_path
         if not path.exists():
             if main:
-                print(f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters, "
-                      f"{len(self.kept):,} training pairs", flush=True)  # fmt: skip
+                print(f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters", flush=True)
             return TrainState()
         saved = load_checkpoint(path, RESUME_KEYS)
         try:
