@@ -203,12 +203,80 @@ def test_nonfinite_loss_stops_training(test_config, tiny_corpus, tmp_path):
 
 def test_bad_weights_never_overwrite_the_last_good_checkpoint(test_config, tiny_corpus, tmp_path):
     good = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
-    # Resumed with lr = inf, update 11 makes the weights inf/nan; the checkpoint of step 11 is refused.
+    # An Adam state that overflows (as a diverging run's would): update 11 makes the weights inf/nan,
+    # and the checkpoint of step 11 is refused.
+    last_path = tmp_path / "run/resume/last.pt"
+    state = load_checkpoint(last_path)
+    for moments in state["optimizer"]["state"].values():
+        moments["exp_avg"].fill_(float("inf"))
+    atomic_save(state, last_path)
     with pytest.raises(FloatingPointError, match="not finite after step 11"):
-        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=20, checkpoint_every=1, lr=float("inf"))
-    last = load_checkpoint(tmp_path / "run/resume/last.pt")
+        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=20, checkpoint_every=1)
+    last = load_checkpoint(last_path)
     assert last["step"] == 10
     assert all(torch.equal(last["model"][k], v) for k, v in _weights(good).items())
+
+
+def test_an_unchanged_rerun_of_a_finished_run_resumes_with_no_update(test_config, tiny_corpus, tmp_path, capsys):
+    first = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    shutil.copyfile(first, tmp_path / "first.pt")
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5, log_every=2)  # not fingerprinted
+    assert "resuming rnnsearch10 from step 10 " in capsys.readouterr().out
+    assert _identical(tmp_path / "first.pt", first) and not list(tmp_path.glob("run/resume.stale-*"))
+
+
+def _with_lr(test_config, tiny_corpus, tmp_path):
+    """A finished run at lr 0.003, then rerun at lr 0.01; and the same 0.01 run from scratch."""
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    shutil.copyfile(tmp_path / "run/checkpoint.pt", tmp_path / "old.pt")
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5, lr=0.01)
+    _run(test_config, tiny_corpus, tmp_path / "fresh", max_steps=10, checkpoint_every=5, lr=0.01)
+    return "train.lr: 0.003 -> 0.01"
+
+
+def _with_vocabulary(test_config, tiny_corpus, tmp_path):
+    """The same, with a target vocabulary of 25 instead of 20 (one more id in the data)."""
+    mc = test_config.model("rnnsearch10")
+    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, max_steps=10, checkpoint_every=5))
+    for name, vocab in (("run", 20), ("run", 25), ("fresh", 25)):
+        corpus = _write_corpus(tmp_path / f"{vocab}.npz", [TWO_SENTENCES[0], ([5, 6], [7, vocab - 1])])
+        train(mc, corpus, corpus, 20, vocab, tmp_path / name, progress=False)
+        if not (tmp_path / "old.pt").exists():
+            shutil.copyfile(tmp_path / "run/checkpoint.pt", tmp_path / "old.pt")
+    return "tgt_vocab: 20 -> 25"
+
+
+@pytest.mark.parametrize("change", [_with_lr, _with_vocabulary], ids=["lr", "vocabulary"])
+def test_a_changed_rerun_of_a_finished_run_trains_from_step_0(test_config, tiny_corpus, tmp_path, capsys, change):
+    """Resume only into the run that wrote the state: the old state is set aside, with the reason."""
+    difference = change(test_config, tiny_corpus, tmp_path)
+    out = capsys.readouterr().out
+    assert difference in out and "training from step 0" in out and "resuming" not in out
+    assert _identical(tmp_path / "run/checkpoint.pt", tmp_path / "fresh/checkpoint.pt")
+    old, new = _weights(tmp_path / "old.pt"), _weights(tmp_path / "run/checkpoint.pt")
+    assert any(not torch.equal(old[k], new[k]) for k in old)  # values (lr) or shapes (vocabulary) differ
+    assert _log_rows(tmp_path / "run/train_log.csv") == _log_rows(tmp_path / "fresh/train_log.csv")
+    (aside,) = tmp_path.glob("run/resume.stale-*")
+    assert load_checkpoint(aside / "last.pt")["step"] == 10  # set aside, not deleted
+    assert load_checkpoint(tmp_path / "run/resume/last.pt")["step"] == 10
+
+
+def test_a_fingerprint_names_what_differs():
+    from attnrepro.training.checkpoint import UNFINGERPRINTED, fingerprint_differences
+
+    saved = {"arch": "rnnsearch", "train": {"lr": 0.003, "betas": (0.9, 0.98)}, "batches_per_update": 2}
+    assert fingerprint_differences(saved, saved) == []
+    now = {"arch": "rnnsearch", "train": {"lr": 0.003, "betas": (0.9, 0.98), "patience": 3}, "batches_per_update": 4}
+    assert fingerprint_differences(saved, now) == ["batches_per_update: 2 -> 4", "train.patience: '(absent)' -> 3"]
+    assert fingerprint_differences(None, now) == ["no fingerprint (written by an older attnrepro)"]
+    assert "lr" not in UNFINGERPRINTED and "max_steps" in UNFINGERPRINTED
+
+
+def test_a_run_past_a_lowered_max_steps_trains_from_step_0(test_config, tiny_corpus, tmp_path, capsys):
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=6, checkpoint_every=5)
+    assert "train.max_steps: 6 is below its step 10" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path / "run/checkpoint.pt")["step"] == 6
 
 
 def test_gradient_accumulation_covers_update_tokens():

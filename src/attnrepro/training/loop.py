@@ -11,7 +11,10 @@ same on any number of ranks.
 Resume. `{out}/resume/` is not a declared Snakemake output, so a failed job's cleanup never
 deletes it: `last.pt` holds model, optimizer and the `TrainState` (step, data position, tokens
 seen, the log window, every rank's RNG state); `train_log.csv` the log rows up to that step.
-Rerunning the same command continues bit-identically.
+Rerunning the same command continues bit-identically. `last.pt` also holds the fingerprint of
+its run (`checkpoint.run_fingerprint`): a rerun whose model, train settings, data, vocabulary or
+batches per update differ, or whose max_steps is below the saved step, sets `resume/` aside as
+`resume.stale-<time>/` and trains from step 0, saying which keys differed.
 
 Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the
 loop write a checkpoint at the end of the current update and exit with
@@ -47,9 +50,12 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
     RESUME_KEYS,
     atomic_save,
     build_from_checkpoint,
+    fingerprint_differences,
     keep_for_averaging,
     load_checkpoint,
     rng_state,
+    run_fingerprint,
+    set_aside,
     set_rng_state,
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
@@ -224,6 +230,8 @@ class Trainer:
         if len(self.kept) == 0:
             raise DataError(f"{train_path}: no training pair is left ({describe_filter(kept_record)})")
         self.per_update = batches_per_update(self.tc, ranks.world_size)
+        fingerprint = run_fingerprint(mc, (train_path, valid_path), vocab, self.per_update) if ranks.is_main else {}
+        self.fingerprint = fingerprint  # written into last.pt by rank 0
 
         self.state = self._resume()
         self.log = TrainLog(self.resume_path.parent / "train_log.csv", out_dir / "tb", self.state.step, ranks.is_main)
@@ -234,19 +242,41 @@ class Trainer:
         self.forward = torch.compile(self.ddp) if self.tc.compile else self.ddp
         self.autocast = _autocast(device, self.tc.precision)
 
-    def _resume(self) -> TrainState:
-        """The state of `resume/last.pt` (weights, optimizer and generators restored), or a fresh one."""
+    def _saved_state(self) -> dict[str, Any] | None:
+        """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None.
+
+        Rank 0 decides; another run's state is set aside (never deleted), with a line saying why."""
         main, path = self.ranks.is_main, self.resume_path
-        if not path.exists():
+        saved, differences = None, []
+        if main and path.exists():
+            saved = load_checkpoint(path, RESUME_KEYS)
+            differences = fingerprint_differences(saved.get("fingerprint"), self.fingerprint)
+            if saved["step"] > self.tc.max_steps:
+                differences.append(f"train.max_steps: {self.tc.max_steps} is below its step {saved['step']}")
+        (stale,) = sum_over_ranks([float(bool(differences))], self.ranks, self.device)
+        if stale and main:
+            aside = set_aside(path.parent)
+            print(f"{self.mc.name}: {path} is another run's state ({'; '.join(differences)}); "
+                  f"moved to {aside}, training from step 0", flush=True)  # fmt: skip
+        barrier(self.ranks)  # no rank looks for last.pt before rank 0 has set it aside
+        if stale or not path.exists():
+            return None
+        return saved if main else load_checkpoint(path, RESUME_KEYS)
+
+    def _resume(self) -> TrainState:
+        """The state of this run's `resume/last.pt` (weights, optimizer and generators restored), or a fresh one."""
+        main, path = self.ranks.is_main, self.resume_path
+        saved = self._saved_state()
+        if saved is None:
             if main:
                 print(f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters", flush=True)
             return TrainState()
-        saved = load_checkpoint(path, RESUME_KEYS)
-        try:
+        try:  # the fingerprint matched: only a change of the model's code can make this fail
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
         except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(f"{path}: does not fit model {self.mc.name} ({err})") from err
+            raise DataError(f"{path}: does not fit model {self.mc.name} ({err}); delete {path.parent} to start over"
+                            ) from err  # fmt: skip
         state = TrainState.from_checkpoint(saved)
         if len(state.rngs) == self.ranks.world_size:
             set_rng_state(state.rngs[self.ranks.rank])
@@ -376,7 +406,7 @@ class Trainer:
         if self.tc.average_last > 1 and self.cadence.checkpoints(step):
             keep_for_averaging(self.model.state_dict(), step, self.resume_path.parent / "kept", self.tc.average_last)
         weights = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
-        atomic_save(weights | self.state.to_checkpoint(rngs), self.resume_path)
+        atomic_save(weights | self.state.to_checkpoint(rngs) | {"fingerprint": self.fingerprint}, self.resume_path)
 
     def finish(self) -> Path:
         """Rank 0 writes checkpoint.pt (weights and what rebuilds the model) and train_log.csv."""
