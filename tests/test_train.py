@@ -23,7 +23,7 @@ import yaml
 
 from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.data.tokenize import load_tokenizer
-from attnrepro.errors import ConfigError
+from attnrepro.errors import ConfigError, DataError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
 from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, make_optimizer, train
 from attnrepro.training.validation import ValidBleu
@@ -304,6 +304,7 @@ def _write_corpus(path: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
     return path
 
 
+TINY_RNNSEARCH = {"emb": 8, "hidden": 12, "align": 10, "maxout": 6}
 TWO_SENTENCES = [([5, 6, 7], [8, 9]), ([10, 11, 12, 13], [14, 15, 16, 17, 18])]  # 3 and 6 target tokens with </s>
 
 
@@ -348,7 +349,7 @@ def test_the_length_filter_is_on_pairs_and_says_what_it_removed(tmp_path, capsys
     corpus = _write_corpus(tmp_path / "c.npz", pairs)
     tc = TrainConfig(optimizer="sgd", lr=0.1, max_steps=1, max_src_len=5, batch_tokens=1000)
     assert tc.max_tgt_len == 5  # defaults to max_src_len
-    mc = ModelConfig("f", "rnnsearch", "f", {"emb": 8, "hidden": 12, "align": 10, "maxout": 6}, tc)
+    mc = ModelConfig("f", "rnnsearch", "f", TINY_RNNSEARCH, tc)
     train(mc, corpus, corpus, 20, 20, tmp_path / "run", progress=False)
     assert "1 of 4 training pairs kept" in capsys.readouterr().out
     record = json.loads((tmp_path / "run/filter.json").read_text())
@@ -366,6 +367,29 @@ def test_the_length_filter_is_on_pairs_and_says_what_it_removed(tmp_path, capsys
     assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 10  # the schema leaves it to max_src_len
     raw["models"]["rnnsearch10"]["train"]["max_tgt_len"] = 14
     assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 14
+
+
+def test_a_valid_pair_with_an_empty_source_is_left_out_and_named(tmp_path, capsys):
+    """It crashed the encoder at the first validation; now valid_loss is that of the other pairs."""
+    corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
+    valid = _write_corpus(tmp_path / "valid.npz", [TWO_SENTENCES[0], ([], [8, 9]), TWO_SENTENCES[1]])
+    mc = ModelConfig("v", "rnnsearch", "v", TINY_RNNSEARCH, TrainConfig(optimizer="adam", lr=0.01, max_steps=2))
+    train(mc, corpus, valid, 20, 20, tmp_path / "gap", progress=False)
+    assert f"{valid}: 1 pair(s) with an empty source left out of valid_loss (lines 2)" in capsys.readouterr().out
+    train(mc, corpus, corpus, 20, 20, tmp_path / "clean", progress=False)  # the same pairs without the empty one
+    gap, clean = (_log_rows(tmp_path / f"{run}/train_log.csv")[-1]["valid_loss"] for run in ("gap", "clean"))
+    assert float(gap) == float(clean) > 0
+
+
+@pytest.mark.parametrize("pairs", [[], [([], [5]), ([], [])]], ids=["empty_split", "only_empty_sources"])
+def test_a_valid_split_with_nothing_to_score_stops_before_training(tmp_path, pairs):
+    """An empty valid split logged valid_loss 0.0, as if it were perfect."""
+    corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
+    valid = _write_corpus(tmp_path / "valid.npz", pairs)
+    mc = ModelConfig("v", "rnnsearch", "v", TINY_RNNSEARCH, TrainConfig(optimizer="adam", max_steps=2))
+    with pytest.raises(DataError, match=f"{valid}: the validation split has no pair with a non-empty source"):
+        train(mc, corpus, valid, 20, 20, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run/resume/last.pt").exists()
 
 
 @pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])

@@ -61,7 +61,7 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
 from attnrepro.training.state import Cadence, TrainState
-from attnrepro.training.validation import loss_fn, valid_loss
+from attnrepro.training.validation import loss_fn, scorable_pairs, valid_loss
 
 
 class Preempted(Exception):
@@ -223,6 +223,9 @@ class Trainer:
 
         self.corpus = Corpus.load(train_path)
         self.valid = Corpus.load(valid_path)
+        self.valid_pairs, valid_note = scorable_pairs(self.valid, valid_path)
+        if valid_note and ranks.is_main:
+            print(valid_note, flush=True)
         self.kept, kept_record = filter_pairs(self.corpus, self.tc)
         if ranks.is_main:
             print(f"{mc.name}: {describe_filter(kept_record)}", flush=True)
@@ -369,7 +372,7 @@ class Trainer:
         if not (self.ranks.is_main and self.cadence.validates(self.state.step)):
             return {}
         found = {"valid_loss": round(valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device,
-                                                self.autocast), 5)}  # fmt: skip
+                                                self.autocast, self.valid_pairs), 5)}  # fmt: skip
         if self.valid_bleu is not None:
             found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
         return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from attnrepro.config import SearchConfig
 from attnrepro.data.batching import Corpus, collate, pad, sentence_batches, token_batches
 from attnrepro.data.tokenize import PAD, Tokenizer
 from attnrepro.decoding.search import beam_search
+from attnrepro.errors import DataError
 from attnrepro.evaluation.scoring import corpus_bleu
 from attnrepro.models import Seq2SeqModel
 
@@ -25,6 +27,25 @@ def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float)
     )
 
 
+def scorable_pairs(corpus: Corpus, path: Path) -> tuple[np.ndarray, str]:
+    """Indices of the validation pairs `valid_loss` can score, and a note naming those it cannot.
+
+    A pair with an empty source is left out (an encoder needs a token; an empty target is scored
+    on its </s>). Pair i is line i + 1 of the split's text files. No pair left is a DataError.
+    """
+    empty = np.flatnonzero(corpus.src_lens == 0)
+    kept = np.flatnonzero(corpus.src_lens > 0)
+    if len(kept) == 0:
+        raise DataError(f"{path}: the validation split has no pair with a non-empty source ({len(corpus)} pairs)")
+    lines = ", ".join(str(i + 1) for i in empty[:10]) + (", ..." if len(empty) > 10 else "")
+    note = (
+        f"{path}: {len(empty)} pair(s) with an empty source left out of valid_loss (lines {lines})"
+        if len(empty)
+        else ""
+    )
+    return kept, note
+
+
 @torch.no_grad()
 def valid_loss(
     model: Seq2SeqModel,
@@ -32,19 +53,21 @@ def valid_loss(
     batch_tokens: int,
     device: torch.device | None = None,
     autocast: contextlib.AbstractContextManager | None = None,
+    pairs: np.ndarray | None = None,
 ) -> float:
-    """Cross-entropy per target token (</s> included) over the corpus, whatever train.loss_norm."""
+    """Cross-entropy per target token (</s> included) over `pairs` (default: all), whatever train.loss_norm."""
+    pairs = np.arange(len(corpus)) if pairs is None else pairs
     model.eval()
     total, tokens = 0.0, 0
-    for indices in token_batches(corpus.src_lens, corpus.tgt_lens, batch_tokens, seed=0):
-        batch = collate(corpus, indices).to(device or torch.device("cpu"))
+    for batch_pairs in token_batches(corpus.src_lens[pairs], corpus.tgt_lens[pairs], batch_tokens, seed=0):
+        batch = collate(corpus, pairs[batch_pairs]).to(device or torch.device("cpu"))
         with autocast or contextlib.nullcontext():
             logits = model(batch.src, batch.src_mask, batch.tgt_in)
         n = batch.n_tgt_tokens
         total += float(loss_fn(logits, batch.tgt_out, 0.0)) * n
         tokens += n
     model.train()
-    return total / max(tokens, 1)
+    return total / tokens
 
 
 class ValidBleu:
