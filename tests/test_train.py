@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -25,7 +26,8 @@ from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.data.tokenize import load_tokenizer
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
-from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, make_optimizer, train
+from attnrepro.training.loop import atomic_save, load_checkpoint, train
+from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
 from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config
@@ -85,7 +87,9 @@ def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus,
     assert all(float(r["nonpad_fraction"]) > 0.8 for r in rows)
     tgt_tokens = [int(r["tgt_tokens"]) for r in rows]
     assert tgt_tokens == sorted(tgt_tokens) and tgt_tokens[0] > 0  # cumulative
-    assert load_checkpoint(ckpt)["step"] == 40
+    final = load_checkpoint(ckpt)
+    assert (final["step"], final["stopped_at"], final["stop_reason"]) == (40, 40, "max_steps")  # patience 0
+    assert final["valid_loss"] == float(rows[-1]["valid_loss"])  # of the weights it holds: the last
     # the same numbers as TensorBoard scalars beside the CSV
     tb = tmp_path / "run/tb"
     assert _scalars(tb, "train/loss") == [(int(r["step"]), pytest.approx(float(r["loss"]))) for r in rows]
@@ -390,6 +394,87 @@ def test_a_valid_split_with_nothing_to_score_stops_before_training(tmp_path, pai
     with pytest.raises(DataError, match=f"{valid}: the validation split has no pair with a non-empty source"):
         train(mc, corpus, valid, 20, 20, tmp_path / "run", progress=False)
     assert not (tmp_path / "run/resume/last.pt").exists()
+
+
+def test_the_plateau_rule_counts_from_the_last_real_improvement_and_keeps_the_lowest_loss():
+    from attnrepro.training.state import EarlyStopping
+
+    early = EarlyStopping()
+    for step, loss in enumerate([3.0, 2.0, 1.99, 1.985], start=1):
+        assert not early.stopped
+        early.record(loss, step, min_delta=0.01, patience=2)
+    # 1.99 and 1.985 are each below the best so far, but neither is 1 % below 2.0 (the last real gain)
+    assert (early.stopped, early.without_improvement, early.reference) == (True, 2, 2.0)
+    assert (early.best_step, early.best_loss, early.last_loss) == (4, 1.985, 1.985)
+    never = EarlyStopping()
+    for step in range(1, 10):
+        never.record(3.0, step, min_delta=0.01, patience=0)  # patience 0: kept, never stops
+    assert not never.stopped and never.best_step == 1
+
+
+def test_a_constant_validation_loss_stops_after_patience_validations(test_config, tiny_corpus, tmp_path):
+    """At lr 1e-9 the validation loss does not move: the first validation is the best, and the
+    third after it (patience 3, every 4 updates) stops training at step 16 of 300."""
+    ckpt = _run(test_config, tiny_corpus, tmp_path / "run", lr=1e-9, patience=3, valid_every=4, max_steps=300)
+    final = load_checkpoint(ckpt)
+    assert (final["step"], final["stopped_at"], final["stop_reason"]) == (4, 16, "plateau")
+    losses = [float(r["valid_loss"]) for r in _log_rows(tmp_path / "run/train_log.csv") if r["valid_loss"]]
+    assert len(losses) == 4 and len(set(losses)) == 1 and final["valid_loss"] == losses[0]
+    assert _identical(ckpt, tmp_path / "run/resume/best.pt")
+
+
+EARLY = {"lr": 0.003, "patience": 2, "min_delta": 0.02, "valid_every": 5, "checkpoint_every": 1000, "log_every": 5}
+
+
+def _plateau_step(valid: list[tuple[int, float]], patience: int, min_delta: float) -> int:
+    """The step the rule stops at, from the logged validation losses."""
+    reference, without = math.inf, 0
+    for step, loss in valid:
+        reference, without = (loss, 0) if loss <= reference * (1 - min_delta) else (reference, without + 1)
+        if without == patience:
+            return step
+    return -1
+
+
+def test_early_stopping_translates_the_best_weights_and_resumes_inside_a_patience_window(
+    test_config, tiny_corpus, tmp_path
+):
+    straight = _run(test_config, tiny_corpus, tmp_path / "straight", max_steps=300, **EARLY)
+    rows = _log_rows(tmp_path / "straight/train_log.csv")
+    valid = [(int(r["step"]), float(r["valid_loss"])) for r in rows if r["valid_loss"]]
+    final = load_checkpoint(straight)
+    best_step, best_loss = min(valid, key=lambda sv: sv[1])
+    assert final["stopped_at"] == _plateau_step(valid, 2, 0.02) == int(rows[-1]["step"]) < 300
+    assert (final["step"], final["valid_loss"], final["stop_reason"]) == (best_step, best_loss, "plateau")
+    assert final["step"] < final["stopped_at"]  # the loss rose at the end (measured: best 30, stopped at 40)
+    assert _identical(straight, tmp_path / "straight/resume/best.pt")
+
+    # Interrupted after the first validation without improvement (step best + 5), then resumed.
+    middle = best_step + EARLY["valid_every"]
+    _run(test_config, tiny_corpus, tmp_path / "resumed", max_steps=middle, **EARLY)
+    at_middle = load_checkpoint(tmp_path / "resumed/resume/last.pt")["early_stopping"]
+    assert (at_middle["without_improvement"], at_middle["stopped"]) == (1, False)
+    resumed = _run(test_config, tiny_corpus, tmp_path / "resumed", max_steps=300, **EARLY)
+    assert _identical(straight, resumed)
+    assert {k: load_checkpoint(resumed)[k] for k in ("step", "stopped_at", "valid_loss", "stop_reason")} == {
+        k: final[k] for k in ("step", "stopped_at", "valid_loss", "stop_reason")
+    }
+    assert _log_rows(tmp_path / "resumed/train_log.csv") == rows
+
+
+def test_patience_and_checkpoint_averaging_exclude_each_other():
+    from attnrepro.config import from_dict, load_config
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["models"]["rnnsearch10"]["train"].update(patience=3, average_last=2)
+    with pytest.raises(ConfigError, match="models.rnnsearch10.train: patience=3 .* average_last=2"):
+        from_dict(raw)
+    raw["models"]["rnnsearch10"]["train"]["average_last"] = 1
+    tc = from_dict(raw).model("rnnsearch10").train
+    assert (tc.patience, tc.min_delta) == (3, 0.01)  # 1 % by default
+    assert TrainConfig().patience == 0  # fixed-length training unless a config asks
+    for name in ("wmt14_en_fr.yaml", "wmt14_en_de.yaml"):  # the papers trained for a fixed budget
+        assert {m.train.patience for m in load_config(REPO / "config" / name).models.values()} == {0}
 
 
 @pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])

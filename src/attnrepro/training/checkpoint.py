@@ -28,7 +28,7 @@ from attnrepro.errors import DataError
 from attnrepro.models import Seq2SeqModel, build_model
 
 MODEL_KEYS = ("model", "arch", "params", "src_vocab", "tgt_vocab", "step")
-RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "rng")
+RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "early_stopping", "rng")
 KEPT_NAME = re.compile(r"step_(\d+)\.pt")
 # Train keys left out of a run's fingerprint: they decide where it runs and what it logs, never
 # the weights it reaches. max_steps may grow; a run past the new max_steps is checked apart.

@@ -16,10 +16,13 @@ its run (`checkpoint.run_fingerprint`): a rerun whose model, train settings, dat
 batches per update differ, or whose max_steps is below the saved step, sets `resume/` aside as
 `resume.stale-<time>/` and trains from step 0, saying which keys differed.
 
-Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the
-loop write a checkpoint at the end of the current update and exit with
-`PREEMPTED_EXIT_CODE`. A non-finite loss, or non-finite weights at a checkpoint, stops
-training naming the step, before anything overwrites the last good checkpoint.
+Early stopping (`train.patience` > 0). Every validation is recorded in the state; the weights of
+the lowest validation loss are kept in `resume/best.pt` (last.pt is written right after, so the
+two agree) and are what `checkpoint.pt` holds, with their step, `stopped_at` and `stop_reason`.
+
+Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the loop
+write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`. A
+non-finite loss or weights stop training naming the step, before the last good checkpoint is lost.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from attnrepro.config import ModelConfig, TrainConfig
+from attnrepro.config import ModelConfig
 from attnrepro.data.batching import Corpus, collate, token_batches
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.models import Seq2SeqModel, build_model, count_parameters
@@ -60,8 +63,10 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
+from attnrepro.training.pairs import describe_filter, filter_pairs, scorable_pairs
+from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
 from attnrepro.training.state import Cadence, TrainState
-from attnrepro.training.validation import loss_fn, scorable_pairs, valid_loss
+from attnrepro.training.validation import loss_fn, valid_loss
 
 
 class Preempted(Exception):
@@ -70,40 +75,6 @@ class Preempted(Exception):
     def __init__(self, name: str, step: int, path: Path):
         super().__init__(f"{name}: stopped by a signal after step {step}; resume state in {path}")
         self.step = step
-
-
-def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
-    if tc.optimizer == "adadelta":  # Bahdanau 2014, App. B.2.1: rho 0.95, eps 1e-6
-        return torch.optim.Adadelta(params, lr=tc.lr, rho=tc.rho, eps=tc.eps)
-    if tc.optimizer == "adam":  # fused: one kernel over all tensors (embedded Transformer: 10.5 -> 2.7 ms a step)
-        return torch.optim.Adam(params, lr=tc.lr, betas=tuple(tc.betas), eps=tc.eps, fused=True)
-    if tc.optimizer == "sgd":  # Sutskever 2014, §3.4: plain SGD, lr 0.7
-        return torch.optim.SGD(params, lr=tc.lr)
-    raise ConfigError(f"train.optimizer: {tc.optimizer!r} is not one of adadelta, adam, sgd")
-
-
-def lr_at(tc: TrainConfig, step: int, d_model: int | None = None, steps_per_epoch: int | None = None) -> float:
-    """Learning rate of update number `step` (1-based)."""
-    if tc.schedule == "inverse_sqrt":
-        if d_model is None:
-            raise ConfigError("train.schedule: inverse_sqrt needs a model with a d_model (the Transformer)")
-        # Vaswani 2017, eq. (3): d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-        return tc.lr * d_model**-0.5 * min(step**-0.5, step * tc.warmup_steps**-1.5)
-    if tc.schedule == "halving":
-        if steps_per_epoch is None:
-            raise ValueError("schedule halving needs the number of steps per epoch")
-        # Sutskever 2014, §3.4: "after 5 epochs, we began halving the learning rate every half epoch"
-        epochs_done = (step - 1) / steps_per_epoch
-        if epochs_done < tc.halving_start_epoch:
-            return tc.lr
-        return tc.lr * 0.5 ** (1 + math.floor((epochs_done - tc.halving_start_epoch) / tc.halving_every_epochs))
-    return tc.lr
-
-
-def batches_per_update(tc: TrainConfig, world_size: int) -> int:
-    """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
-    wanted = max(1, math.ceil(tc.update_tokens / tc.batch_tokens))
-    return math.ceil(wanted / world_size) * world_size
 
 
 def seed_everything(seed: int) -> None:
@@ -132,39 +103,8 @@ def stop_requests() -> Iterator[dict[str, bool]]:
             signal.signal(sig, old)
 
 
-def filter_pairs(corpus: Corpus, tc: TrainConfig) -> tuple[np.ndarray, dict[str, Any]]:
-    """Indices of the pairs trained on, and a record of how many pairs each filter removed.
-
-    Bahdanau's -30/-50 models were trained on sentence pairs of at most 30/50 words on both sides.
-    A pair can fail several filters: each count is of the pairs that fail that one.
-    """
-    src, tgt = corpus.src_lens, corpus.tgt_lens
-    failed = {
-        "empty_source": src < 1,
-        "empty_target": tgt < 1,
-        "long_source": src > tc.max_src_len,
-        "long_target": tgt > tc.max_tgt_len,
-    }
-    kept = np.flatnonzero(~np.logical_or.reduce(list(failed.values())))
-    record = {"pairs": len(src), "kept": len(kept), "max_src_len": tc.max_src_len, "max_tgt_len": tc.max_tgt_len}
-    return kept, record | {"removed": {name: int(mask.sum()) for name, mask in failed.items()}}
-
-
-def describe_filter(record: dict[str, Any]) -> str:
-    """One line for the train log: pairs kept and removed by each filter."""
-    removed = record["removed"]
-    return (
-        f"{record['kept']:,} of {record['pairs']:,} training pairs kept; removed: {removed['empty_source']:,} with an"
-        f" empty source, {removed['empty_target']:,} with an empty target, {removed['long_source']:,} with more than"
-        f" {record['max_src_len']} source tokens, {removed['long_target']:,} with more than {record['max_tgt_len']}"
-        " target tokens (a pair can fail several)"
-    )
-
-
 def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 def _finite(model: nn.Module) -> bool:
@@ -212,6 +152,7 @@ class Trainer:
         self.mc, self.tc, self.vocab, self.out_dir = mc, mc.train, vocab, out_dir
         self.ranks, self.device, self.valid_bleu = ranks, device, valid_bleu
         self.resume_path = out_dir / "resume" / "last.pt"
+        self.best_path = out_dir / "resume" / "best.pt"  # the best validation's weights (train.patience > 0)
         if ranks.is_main:
             self.resume_path.parent.mkdir(parents=True, exist_ok=True)
         self.cadence = Cadence.of(self.tc)
@@ -233,8 +174,8 @@ class Trainer:
         if len(self.kept) == 0:
             raise DataError(f"{train_path}: no training pair is left ({describe_filter(kept_record)})")
         self.per_update = batches_per_update(self.tc, ranks.world_size)
-        fingerprint = run_fingerprint(mc, (train_path, valid_path), vocab, self.per_update) if ranks.is_main else {}
-        self.fingerprint = fingerprint  # written into last.pt by rank 0
+        data = (train_path, valid_path)
+        self.fingerprint = run_fingerprint(mc, data, vocab, self.per_update) if ranks.is_main else {}  # into last.pt
 
         self.state = self._resume()
         self.log = TrainLog(self.resume_path.parent / "train_log.csv", out_dir / "tb", self.state.step, ranks.is_main)
@@ -246,9 +187,8 @@ class Trainer:
         self.autocast = _autocast(device, self.tc.precision)
 
     def _saved_state(self) -> dict[str, Any] | None:
-        """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None.
-
-        Rank 0 decides; another run's state is set aside (never deleted), with a line saying why."""
+        """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None: rank 0
+        decides, and sets another run's state aside (never deletes it) with a line saying why."""
         main, path = self.ranks.is_main, self.resume_path
         saved, differences = None, []
         if main and path.exists():
@@ -321,7 +261,7 @@ class Trainer:
         """
         state = self.state
         batches = self.epoch_batches(state.epoch)
-        while state.step < self.tc.max_steps:
+        while not state.finished(self.tc.max_steps):
             if state.position + self.per_update > len(batches):
                 state.epoch, state.position = state.epoch + 1, 0
                 batches = self.epoch_batches(state.epoch)
@@ -368,13 +308,24 @@ class Trainer:
         return lr, int(stop_votes)
 
     def maybe_validate(self) -> dict[str, float]:
-        """Rank 0's validation loss (and BLEU) when due: {} otherwise, and on other ranks."""
-        if not (self.ranks.is_main and self.cadence.validates(self.state.step)):
+        """When due: rank 0 measures the validation loss (and BLEU), every rank records it (early
+        stopping) and an improvement's weights go to resume/best.pt. Returns rank 0's log columns."""
+        step, main = self.state.step, self.ranks.is_main
+        if not self.cadence.validates(step):
             return {}
-        found = {"valid_loss": round(valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device,
-                                                self.autocast, self.valid_pairs), 5)}  # fmt: skip
-        if self.valid_bleu is not None:
-            found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
+        found = {}
+        if main:
+            loss = valid_loss(
+                self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast, self.valid_pairs
+            )
+            found["valid_loss"] = round(loss, 5)
+            if self.valid_bleu is not None:
+                found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
+        (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
+        early = self.state.early
+        early.record(loss, step, self.tc.min_delta, self.tc.patience)
+        if main and self.tc.patience > 0 and early.best_step == step:
+            atomic_save({"model": self.model.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
         return found
 
     def maybe_log(self, lr: float, valid: dict[str, float]) -> None:
@@ -385,11 +336,12 @@ class Trainer:
         self.bar.set_postfix(loss=row["loss"], tok_s=row["tokens_per_s"], valid=row["valid_loss"])
 
     def maybe_checkpoint(self, stop_votes: int) -> None:
-        """Checkpoint when due or asked to stop; after a stop request, raise `Preempted` on every rank."""
-        step = self.state.step
-        if self.cadence.checkpoints(step) or stop_votes > 0:
+        """Checkpoint when due, at the end, or asked to stop; after a stop request, raise `Preempted`."""
+        step, finished = self.state.step, self.state.finished(self.tc.max_steps)
+        improved = self.tc.patience > 0 and self.state.early.best_step == step  # last.pt follows best.pt at once
+        if self.cadence.checkpoints(step) or finished or improved or stop_votes > 0:
             self.checkpoint()
-        if stop_votes > 0 and step < self.tc.max_steps:
+        if stop_votes > 0 and not finished:
             barrier(self.ranks)  # every rank leaves only once rank 0 has written last.pt
             self.log.close()
             raise Preempted(self.mc.name, step, self.resume_path)
@@ -398,10 +350,8 @@ class Trainer:
         """All ranks: check the weights and gather RNG states; rank 0 writes last.pt."""
         step = self.state.step
         if not _finite(self.model):
-            raise FloatingPointError(
-                f"{self.mc.name}: weights are not finite after step {step}; the last good checkpoint is "
-                f"{self.resume_path}"
-            )
+            last_good = f"the last good checkpoint is {self.resume_path}"
+            raise FloatingPointError(f"{self.mc.name}: weights are not finite after step {step}; {last_good}")
         rngs = gather_to_all(rng_state(), self.ranks)
         if not self.ranks.is_main:
             return
@@ -412,19 +362,31 @@ class Trainer:
         atomic_save(weights | self.state.to_checkpoint(rngs) | {"fingerprint": self.fingerprint}, self.resume_path)
 
     def finish(self) -> Path:
-        """Rank 0 writes checkpoint.pt (weights and what rebuilds the model) and train_log.csv."""
+        """Rank 0 writes checkpoint.pt and train_log.csv; see `final_checkpoint`."""
         final = self.out_dir / "checkpoint.pt"
         if self.ranks.is_main:
-            mc = self.mc
-            atomic_save(
-                {"model": self.model.state_dict(), "arch": mc.arch, "params": dict(mc.params),
-                 "src_vocab": self.vocab[0], "tgt_vocab": self.vocab[1], "step": self.state.step,
-                 "train": asdict(mc.train)},
-                final,
-            )  # fmt: skip
+            ckpt = self.final_checkpoint()
+            print(f"{self.mc.name}: stopped after step {ckpt['stopped_at']} ({ckpt['stop_reason']}); {final} holds"
+                  f" the weights of step {ckpt['step']} (valid_loss {ckpt['valid_loss']})", flush=True)  # fmt: skip
+            atomic_save(ckpt, final)
             shutil.copyfile(self.resume_path.parent / "train_log.csv", self.out_dir / "train_log.csv")
         barrier(self.ranks)
         return final
+
+    def final_checkpoint(self) -> dict[str, Any]:
+        """The weights translated (with patience: the best validation's, from resume/best.pt; else the last),
+        their `step` and `valid_loss`, what rebuilds the model, and how training ended."""
+        mc, early = self.mc, self.state.early
+        weights, step, loss = self.model.state_dict(), self.state.step, early.last_loss
+        if self.tc.patience > 0:
+            best = load_checkpoint(self.best_path, ("model", "step"))
+            if best["step"] != early.best_step:
+                raise DataError(f"{self.best_path} holds step {best['step']}, but the run's best validation was at"
+                                f" step {early.best_step}; delete {self.best_path.parent} to train again")  # fmt: skip
+            weights, step, loss = best["model"], early.best_step, early.best_loss
+        return {"model": weights, "arch": mc.arch, "params": dict(mc.params), "src_vocab": self.vocab[0],
+                "tgt_vocab": self.vocab[1], "step": step, "valid_loss": loss, "stopped_at": self.state.step,
+                "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train)}  # fmt: skip
 
 
 def _nonpad_fraction(corpus: Corpus, update: list[np.ndarray]) -> float:

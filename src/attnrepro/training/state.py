@@ -1,13 +1,15 @@
 """The training loop's state as one object: where it is (step, epoch, batch position), what it
-has trained on (tokens), the metric sums of the next log row, and the random-number generators
-of every rank. `to_checkpoint()` / `from_checkpoint()` are what `resume/last.pt` holds besides
-the model and optimizer, so a resumed run continues bit-identically.
+has trained on (tokens), the metric sums of the next log row, the validation record (early
+stopping), and the random-number generators of every rank. `to_checkpoint()` /
+`from_checkpoint()` are what `resume/last.pt` holds besides the model and optimizer, so a
+resumed run continues bit-identically, early stopping included.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from attnrepro.config import TrainConfig
@@ -68,6 +70,42 @@ class MetricWindow:
 
 
 @dataclass
+class EarlyStopping:
+    """The validation record: the lowest loss and its step (the weights translated), and the plateau rule.
+
+    A validation improves when its loss is below the reference by at least `min_delta` of the
+    reference; the reference is the loss of the last such validation (as PyTorch's
+    ReduceLROnPlateau and Keras' EarlyStopping count). Training stops after `patience`
+    validations in a row without one. Losses are compared as logged (5 decimals).
+    """
+
+    last_loss: float = math.inf  # of the last validation
+    best_loss: float = math.inf
+    best_step: int = 0
+    reference: float = math.inf
+    without_improvement: int = 0
+    stopped: bool = False  # on a plateau (else training ran to max_steps)
+
+    def record(self, loss: float, step: int, min_delta: float, patience: int) -> None:
+        """Count a validation; with patience 0 the record is kept but never stops training."""
+        self.last_loss = loss
+        if loss < self.best_loss:
+            self.best_loss, self.best_step = loss, step
+        if loss < self.reference and loss <= self.reference * (1 - min_delta):  # a relative gain >= min_delta
+            self.reference, self.without_improvement = loss, 0
+        else:
+            self.without_improvement += 1
+        self.stopped = 0 < patience <= self.without_improvement
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict[str, Any]) -> EarlyStopping:
+        return cls(**saved)
+
+
+@dataclass
 class TrainState:
     """Everything of a run that changes from update to update, except the weights and optimizer."""
 
@@ -77,7 +115,11 @@ class TrainState:
     src_tokens: int = 0  # real tokens trained on so far (for FLOP estimates: 6 x params x tokens)
     tgt_tokens: int = 0
     window: MetricWindow = field(default_factory=MetricWindow)
+    early: EarlyStopping = field(default_factory=EarlyStopping)
     rngs: list[dict[str, Any]] = field(default_factory=list)  # every rank's generators, as last saved
+
+    def finished(self, max_steps: int) -> bool:
+        return self.step >= max_steps or self.early.stopped
 
     def record_update(self, src_tokens: int, tgt_tokens: int, loss: float, nonpad: float, started: float) -> None:
         """Count an update that began at `started` (time.perf_counter) and just ended."""
@@ -109,6 +151,7 @@ class TrainState:
             "position": self.position,
             "tokens_seen": {"src": self.src_tokens, "tgt": self.tgt_tokens},
             "log_window": self.window.to_checkpoint(),
+            "early_stopping": self.early.to_checkpoint(),
             "rng": rngs,
         }
 
@@ -121,5 +164,6 @@ class TrainState:
             src_tokens=saved["tokens_seen"]["src"],
             tgt_tokens=saved["tokens_seen"]["tgt"],
             window=MetricWindow.from_checkpoint(saved["log_window"]),
+            early=EarlyStopping.from_checkpoint(saved["early_stopping"]),
             rngs=list(saved["rng"]),
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -15,7 +14,6 @@ from attnrepro.config import SearchConfig
 from attnrepro.data.batching import Corpus, collate, pad, sentence_batches, token_batches
 from attnrepro.data.tokenize import PAD, Tokenizer
 from attnrepro.decoding.search import beam_search
-from attnrepro.errors import DataError
 from attnrepro.evaluation.scoring import corpus_bleu
 from attnrepro.models import Seq2SeqModel
 
@@ -25,25 +23,6 @@ def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float)
     return nn.functional.cross_entropy(
         logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )
-
-
-def scorable_pairs(corpus: Corpus, path: Path) -> tuple[np.ndarray, str]:
-    """Indices of the validation pairs `valid_loss` can score, and a note naming those it cannot.
-
-    A pair with an empty source is left out (an encoder needs a token; an empty target is scored
-    on its </s>). Pair i is line i + 1 of the split's text files. No pair left is a DataError.
-    """
-    empty = np.flatnonzero(corpus.src_lens == 0)
-    kept = np.flatnonzero(corpus.src_lens > 0)
-    if len(kept) == 0:
-        raise DataError(f"{path}: the validation split has no pair with a non-empty source ({len(corpus)} pairs)")
-    lines = ", ".join(str(i + 1) for i in empty[:10]) + (", ..." if len(empty) > 10 else "")
-    note = (
-        f"{path}: {len(empty)} pair(s) with an empty source left out of valid_loss (lines {lines})"
-        if len(empty)
-        else ""
-    )
-    return kept, note
 
 
 @torch.no_grad()
