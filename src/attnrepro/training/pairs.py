@@ -52,10 +52,7 @@ def scorable_pairs(corpus: Corpus, path: Path) -> tuple[np.ndarray, str]:
     kept = np.flatnonzero(corpus.src_lens > 0)
     if len(kept) == 0:
         raise DataError(f"{path}: the validation split has no pair with a non-empty source ({len(corpus)} pairs)")
+    if len(empty) == 0:
+        return kept, ""
     lines = ", ".join(str(i + 1) for i in empty[:10]) + (", ..." if len(empty) > 10 else "")
-    note = (
-        f"{path}: {len(empty)} pair(s) with an empty source left out of valid_loss (lines {lines})"
-        if len(empty)
-        else ""
-    )
-    return kept, note
+    return kept, f"{path}: {len(empty)} pair(s) with an empty source left out of valid_loss (lines {lines})"
