@@ -67,13 +67,16 @@ def _rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config, tiny_corpus, tmp_path):
-    config = _config(tmp_path, max_steps=1)
+@pytest.mark.parametrize("loss_norm", ["token", "sentence"])
+def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config, tiny_corpus, tmp_path, loss_norm):
+    """Each rank divides its batches' summed token losses by the whole update's tokens or sentences."""
+    config = _config(tmp_path, max_steps=1, loss_norm=loss_norm)
     subprocess.run(_torchrun(config, tiny_corpus, tmp_path / "two"), check=True, capture_output=True)
 
     # One process, 2 micro-batches accumulated: the same global batch of 2 batches.
     mc = test_config.model("rnnsearch10")
-    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, max_steps=1, update_tokens=800))
+    one_rank = dataclasses.replace(mc.train, max_steps=1, update_tokens=800, loss_norm=loss_norm)
+    mc = dataclasses.replace(mc, train=one_rank)
     vocab = [len(load_tokenizer(test_config.tokenizer, tiny_corpus / f"tokenizer/{s}.model")) for s in ("src", "tgt")]
     one = train(mc, tiny_corpus / "encoded/train.npz", tiny_corpus / "encoded/valid.npz", *vocab, tmp_path / "one",
                 progress=False)  # fmt: skip
@@ -86,7 +89,8 @@ def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config,
     assert moved > 1e-3  # the update did something
     assert worst <= 1e-6  # float tolerance (observed: 0.0, bit-identical)
     assert _rows(tmp_path / "one/train_log.csv") == _rows(tmp_path / "two/train_log.csv")  # same loss, same tokens
-    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["checkpoint.pt", "resume", "tb", "train_log.csv"]
+    written = sorted(p.name for p in (tmp_path / "two").iterdir())
+    assert written == ["checkpoint.pt", "filter.json", "resume", "tb", "train_log.csv"]
     assert len(list((tmp_path / "two/tb").iterdir())) == 1  # rank 0 alone logs
     rngs = load_checkpoint(tmp_path / "two/resume/last.pt")["rng"]
     assert len(rngs) == 2 and not torch.equal(rngs[0]["torch"], rngs[1]["torch"])  # each rank's own generator

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
+import math
 import os
 import re
 import shutil
@@ -15,14 +17,17 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.data.tokenize import load_tokenizer
+from attnrepro.errors import ConfigError, DataError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
-from attnrepro.training.loop import atomic_save, batches_per_update, load_checkpoint, lr_at, train
+from attnrepro.training.loop import atomic_save, load_checkpoint, train
+from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
 from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config
@@ -82,7 +87,9 @@ def test_training_lowers_the_loss_and_logs_every_field(test_config, tiny_corpus,
     assert all(float(r["nonpad_fraction"]) > 0.8 for r in rows)
     tgt_tokens = [int(r["tgt_tokens"]) for r in rows]
     assert tgt_tokens == sorted(tgt_tokens) and tgt_tokens[0] > 0  # cumulative
-    assert load_checkpoint(ckpt)["step"] == 40
+    final = load_checkpoint(ckpt)
+    assert (final["step"], final["stopped_at"], final["stop_reason"]) == (40, 40, "max_steps")  # patience 0
+    assert final["valid_loss"] == float(rows[-1]["valid_loss"])  # of the weights it holds: the last
     # the same numbers as TensorBoard scalars beside the CSV
     tb = tmp_path / "run/tb"
     assert _scalars(tb, "train/loss") == [(int(r["step"]), pytest.approx(float(r["loss"]))) for r in rows]
@@ -141,8 +148,11 @@ def _train_command(config: Path, corpus: Path, out: Path) -> list[str]:
 def _start_and_signal(command: list[str], sig: int) -> tuple[subprocess.Popen, str]:
     """Start training, send `sig` once its loop is about to run, return the finished process and its output."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first = proc.stdout.readline()  # "rnnsearch10: rnnsearch, N parameters, ..." comes right before step 1
-    assert "parameters" in first, first
+    first = ""
+    while "parameters" not in first:  # "rnnsearch10: rnnsearch, N parameters" comes right before step 1
+        line = proc.stdout.readline()
+        assert line, first
+        first += line
     proc.send_signal(sig)
     rest = proc.stdout.read()
     proc.wait(timeout=120)
@@ -197,12 +207,80 @@ def test_nonfinite_loss_stops_training(test_config, tiny_corpus, tmp_path):
 
 def test_bad_weights_never_overwrite_the_last_good_checkpoint(test_config, tiny_corpus, tmp_path):
     good = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
-    # Resumed with lr = inf, update 11 makes the weights inf/nan; the checkpoint of step 11 is refused.
+    # An Adam state that overflows (as a diverging run's would): update 11 makes the weights inf/nan,
+    # and the checkpoint of step 11 is refused.
+    last_path = tmp_path / "run/resume/last.pt"
+    state = load_checkpoint(last_path)
+    for moments in state["optimizer"]["state"].values():
+        moments["exp_avg"].fill_(float("inf"))
+    atomic_save(state, last_path)
     with pytest.raises(FloatingPointError, match="not finite after step 11"):
-        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=20, checkpoint_every=1, lr=float("inf"))
-    last = load_checkpoint(tmp_path / "run/resume/last.pt")
+        _run(test_config, tiny_corpus, tmp_path / "run", max_steps=20, checkpoint_every=1)
+    last = load_checkpoint(last_path)
     assert last["step"] == 10
     assert all(torch.equal(last["model"][k], v) for k, v in _weights(good).items())
+
+
+def test_an_unchanged_rerun_of_a_finished_run_resumes_with_no_update(test_config, tiny_corpus, tmp_path, capsys):
+    first = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    shutil.copyfile(first, tmp_path / "first.pt")
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5, log_every=2)  # not fingerprinted
+    assert "resuming rnnsearch10 from step 10 " in capsys.readouterr().out
+    assert _identical(tmp_path / "first.pt", first) and not list(tmp_path.glob("run/resume.stale-*"))
+
+
+def _with_lr(test_config, tiny_corpus, tmp_path):
+    """A finished run at lr 0.003, then rerun at lr 0.01; and the same 0.01 run from scratch."""
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    shutil.copyfile(tmp_path / "run/checkpoint.pt", tmp_path / "old.pt")
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5, lr=0.01)
+    _run(test_config, tiny_corpus, tmp_path / "fresh", max_steps=10, checkpoint_every=5, lr=0.01)
+    return "train.lr: 0.003 -> 0.01"
+
+
+def _with_vocabulary(test_config, tiny_corpus, tmp_path):
+    """The same, with a target vocabulary of 25 instead of 20 (one more id in the data)."""
+    mc = test_config.model("rnnsearch10")
+    mc = dataclasses.replace(mc, train=dataclasses.replace(mc.train, max_steps=10, checkpoint_every=5))
+    for name, vocab in (("run", 20), ("run", 25), ("fresh", 25)):
+        corpus = _write_corpus(tmp_path / f"{vocab}.npz", [TWO_SENTENCES[0], ([5, 6], [7, vocab - 1])])
+        train(mc, corpus, corpus, 20, vocab, tmp_path / name, progress=False)
+        if not (tmp_path / "old.pt").exists():
+            shutil.copyfile(tmp_path / "run/checkpoint.pt", tmp_path / "old.pt")
+    return "tgt_vocab: 20 -> 25"
+
+
+@pytest.mark.parametrize("change", [_with_lr, _with_vocabulary], ids=["lr", "vocabulary"])
+def test_a_changed_rerun_of_a_finished_run_trains_from_step_0(test_config, tiny_corpus, tmp_path, capsys, change):
+    """Resume only into the run that wrote the state: the old state is set aside, with the reason."""
+    difference = change(test_config, tiny_corpus, tmp_path)
+    out = capsys.readouterr().out
+    assert difference in out and "training from step 0" in out and "resuming" not in out
+    assert _identical(tmp_path / "run/checkpoint.pt", tmp_path / "fresh/checkpoint.pt")
+    old, new = _weights(tmp_path / "old.pt"), _weights(tmp_path / "run/checkpoint.pt")
+    assert any(not torch.equal(old[k], new[k]) for k in old)  # values (lr) or shapes (vocabulary) differ
+    assert _log_rows(tmp_path / "run/train_log.csv") == _log_rows(tmp_path / "fresh/train_log.csv")
+    (aside,) = tmp_path.glob("run/resume.stale-*")
+    assert load_checkpoint(aside / "last.pt")["step"] == 10  # set aside, not deleted
+    assert load_checkpoint(tmp_path / "run/resume/last.pt")["step"] == 10
+
+
+def test_a_fingerprint_names_what_differs():
+    from attnrepro.training.checkpoint import UNFINGERPRINTED, fingerprint_differences
+
+    saved = {"arch": "rnnsearch", "train": {"lr": 0.003, "betas": (0.9, 0.98)}, "batches_per_update": 2}
+    assert fingerprint_differences(saved, saved) == []
+    now = {"arch": "rnnsearch", "train": {"lr": 0.003, "betas": (0.9, 0.98), "patience": 3}, "batches_per_update": 4}
+    assert fingerprint_differences(saved, now) == ["batches_per_update: 2 -> 4", "train.patience: '(absent)' -> 3"]
+    assert fingerprint_differences(None, now) == ["no fingerprint (written by an older attnrepro)"]
+    assert "lr" not in UNFINGERPRINTED and "max_steps" in UNFINGERPRINTED
+
+
+def test_a_run_past_a_lowered_max_steps_trains_from_step_0(test_config, tiny_corpus, tmp_path, capsys):
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, checkpoint_every=5)
+    _run(test_config, tiny_corpus, tmp_path / "run", max_steps=6, checkpoint_every=5)
+    assert "train.max_steps: 6 is below its step 10" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path / "run/checkpoint.pt")["step"] == 6
 
 
 def test_gradient_accumulation_covers_update_tokens():
@@ -217,6 +295,207 @@ def test_inverse_sqrt_schedule_is_vaswani_eq_3():
         assert lr_at(tc, step, 512) == pytest.approx(512**-0.5 * min(step**-0.5, step * 4000**-1.5))
     assert lr_at(tc, 4000, 512) == pytest.approx(512**-0.5 / 4000**0.5)
     assert lr_at(TrainConfig(lr=0.3), 10) == 0.3
+
+
+def _write_corpus(path: Path, pairs: list[tuple[list[int], list[int]]]) -> Path:
+    """An encoded corpus (.npz as encode_corpus writes it) from (source ids, target ids) pairs."""
+    arrays = {}
+    for side, rows in (("src", [p[0] for p in pairs]), ("tgt", [p[1] for p in pairs])):
+        arrays[f"{side}_ids"] = np.array([i for row in rows for i in row], dtype=np.uint16)
+        arrays[f"{side}_offsets"] = np.cumsum([0] + [len(row) for row in rows]).astype(np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+TINY_RNNSEARCH = {"emb": 8, "hidden": 12, "align": 10, "maxout": 6}
+TWO_SENTENCES = [([5, 6, 7], [8, 9]), ([10, 11, 12, 13], [14, 15, 16, 17, 18])]  # 3 and 6 target tokens with </s>
+
+
+@pytest.mark.parametrize("accumulate", [False, True], ids=["one_batch", "two_micro_batches"])
+@pytest.mark.parametrize("loss_norm", ["token", "sentence"])
+def test_the_gradient_is_the_summed_token_losses_over_sentences_or_tokens(tmp_path, loss_norm, accumulate):
+    """One SGD step at lr 1 moves the weights by minus the gradient; compare it with autograd's by hand.
+
+    sentence: (sum of the two sentences' token losses) / 2 (Sutskever 3.4, dl4mt); token: / 9 tokens."""
+    from attnrepro.data.batching import Corpus, collate
+    from attnrepro.models import build_model
+
+    corpus_path = _write_corpus(tmp_path / "two.npz", TWO_SENTENCES)
+    params = {"emb": 8, "hidden": 12, "align": 10, "maxout": 6, "init": "pytorch"}
+    # accumulate: batches of one sentence each (11 padded tokens at most), two of them per update
+    batching = {"batch_tokens": 12, "update_tokens": 24} if accumulate else {"batch_tokens": 100}
+    tc = TrainConfig(optimizer="sgd", lr=1.0, clip_norm=0.0, max_steps=1, loss_norm=loss_norm, **batching)
+    mc = ModelConfig("two", "rnnsearch", "two", params, tc)
+    final = train(mc, corpus_path, corpus_path, 20, 20, tmp_path / "run", progress=False)
+
+    torch.manual_seed(tc.seed)  # the loop's initial weights
+    model = build_model("rnnsearch", 20, 20, params)
+    batch = collate(Corpus.load(corpus_path), np.arange(2))
+    logits = model(batch.src, batch.src_mask, batch.tgt_in)
+    summed = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0,
+                                               reduction="sum")  # fmt: skip
+    (summed / (2 if loss_norm == "sentence" else 9)).backward()
+    after = _weights(final)
+    for name, weight in model.named_parameters():
+        step = weight.detach() - after[name]
+        assert torch.allclose(step, weight.grad, rtol=1e-4, atol=1e-7), name
+    assert any(float(w.grad.abs().max()) > 1e-3 for w in model.parameters())
+    # the logged loss is per target token under either norm
+    assert float(_log_rows(tmp_path / "run/train_log.csv")[0]["loss"]) == pytest.approx(summed.item() / 9, abs=1e-5)
+
+
+def test_the_length_filter_is_on_pairs_and_says_what_it_removed(tmp_path, capsys):
+    """Bahdanau's -30/-50 models saw pairs of at most 30/50 words on both sides: a long target is dropped."""
+    from attnrepro.config import from_dict
+
+    pairs = [([5, 6, 7], [8, 9]), ([5, 6, 7], [8] * 8), ([5] * 7, [8, 9]), ([5, 6], [])]  # ok, long tgt/src, empty
+    corpus = _write_corpus(tmp_path / "c.npz", pairs)
+    tc = TrainConfig(optimizer="sgd", lr=0.1, max_steps=1, max_src_len=5, batch_tokens=1000)
+    assert tc.max_tgt_len == 5  # defaults to max_src_len
+    mc = ModelConfig("f", "rnnsearch", "f", TINY_RNNSEARCH, tc)
+    train(mc, corpus, corpus, 20, 20, tmp_path / "run", progress=False)
+    assert "1 of 4 training pairs kept" in capsys.readouterr().out
+    record = json.loads((tmp_path / "run/filter.json").read_text())
+    removed = record.pop("removed")
+    assert record == {"pairs": 4, "kept": 1, "max_src_len": 5, "max_tgt_len": 5}
+    assert removed == {"empty_source": 0, "empty_target": 1, "long_source": 1, "long_target": 1}
+    assert _log_rows(tmp_path / "run/train_log.csv")[0]["tgt_tokens"] == "3"  # the first pair alone (+ </s>)
+
+    wide = dataclasses.replace(mc, train=dataclasses.replace(tc, max_tgt_len=8))
+    train(wide, corpus, corpus, 20, 20, tmp_path / "wide", progress=False)
+    assert json.loads((tmp_path / "wide/filter.json").read_text())["kept"] == 2
+    assert _log_rows(tmp_path / "wide/train_log.csv")[0]["tgt_tokens"] == str(3 + 9)
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 10  # the schema leaves it to max_src_len
+    raw["models"]["rnnsearch10"]["train"]["max_tgt_len"] = 14
+    assert from_dict(raw).model("rnnsearch10").train.max_tgt_len == 14
+
+
+def test_a_valid_pair_with_an_empty_source_is_left_out_and_named(tmp_path, capsys):
+    """It crashed the encoder at the first validation; now valid_loss is that of the other pairs."""
+    corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
+    valid = _write_corpus(tmp_path / "valid.npz", [TWO_SENTENCES[0], ([], [8, 9]), TWO_SENTENCES[1]])
+    mc = ModelConfig("v", "rnnsearch", "v", TINY_RNNSEARCH, TrainConfig(optimizer="adam", lr=0.01, max_steps=2))
+    train(mc, corpus, valid, 20, 20, tmp_path / "gap", progress=False)
+    assert f"{valid}: 1 pair(s) with an empty source left out of valid_loss (lines 2)" in capsys.readouterr().out
+    train(mc, corpus, corpus, 20, 20, tmp_path / "clean", progress=False)  # the same pairs without the empty one
+    gap, clean = (_log_rows(tmp_path / f"{run}/train_log.csv")[-1]["valid_loss"] for run in ("gap", "clean"))
+    assert float(gap) == float(clean) > 0
+
+
+@pytest.mark.parametrize("pairs", [[], [([], [5]), ([], [])]], ids=["empty_split", "only_empty_sources"])
+def test_a_valid_split_with_nothing_to_score_stops_before_training(tmp_path, pairs):
+    """An empty valid split logged valid_loss 0.0, as if it were perfect."""
+    corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
+    valid = _write_corpus(tmp_path / "valid.npz", pairs)
+    mc = ModelConfig("v", "rnnsearch", "v", TINY_RNNSEARCH, TrainConfig(optimizer="adam", max_steps=2))
+    with pytest.raises(DataError, match=f"{valid}: the validation split has no pair with a non-empty source"):
+        train(mc, corpus, valid, 20, 20, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run/resume/last.pt").exists()
+
+
+def test_the_plateau_rule_counts_from_the_last_real_improvement_and_keeps_the_lowest_loss():
+    from attnrepro.training.state import EarlyStopping
+
+    early = EarlyStopping()
+    for step, loss in enumerate([3.0, 2.0, 1.99, 1.985], start=1):
+        assert not early.stopped
+        early.record(loss, step, min_delta=0.01, patience=2)
+    # 1.99 and 1.985 are each below the best so far, but neither is 1 % below 2.0 (the last real gain)
+    assert (early.stopped, early.without_improvement, early.reference) == (True, 2, 2.0)
+    assert (early.best_step, early.best_loss, early.last_loss) == (4, 1.985, 1.985)
+    never = EarlyStopping()
+    for step in range(1, 10):
+        never.record(3.0, step, min_delta=0.01, patience=0)  # patience 0: kept, never stops
+    assert not never.stopped and never.best_step == 1
+
+
+def test_a_constant_validation_loss_stops_after_patience_validations(test_config, tiny_corpus, tmp_path):
+    """At lr 1e-9 the validation loss does not move: the first validation is the best, and the
+    third after it (patience 3, every 4 updates) stops training at step 16 of 300."""
+    ckpt = _run(test_config, tiny_corpus, tmp_path / "run", lr=1e-9, patience=3, valid_every=4, max_steps=300)
+    final = load_checkpoint(ckpt)
+    assert (final["step"], final["stopped_at"], final["stop_reason"]) == (4, 16, "plateau")
+    losses = [float(r["valid_loss"]) for r in _log_rows(tmp_path / "run/train_log.csv") if r["valid_loss"]]
+    assert len(losses) == 4 and len(set(losses)) == 1 and final["valid_loss"] == losses[0]
+    assert _identical(ckpt, tmp_path / "run/resume/best.pt")
+
+
+EARLY = {"lr": 0.003, "patience": 2, "min_delta": 0.02, "valid_every": 5, "checkpoint_every": 1000, "log_every": 5}
+
+
+def _plateau_step(valid: list[tuple[int, float]], patience: int, min_delta: float) -> int:
+    """The step the rule stops at, from the logged validation losses."""
+    reference, without = math.inf, 0
+    for step, loss in valid:
+        reference, without = (loss, 0) if loss <= reference * (1 - min_delta) else (reference, without + 1)
+        if without == patience:
+            return step
+    return -1
+
+
+def test_early_stopping_translates_the_best_weights_and_resumes_inside_a_patience_window(
+    test_config, tiny_corpus, tmp_path
+):
+    straight = _run(test_config, tiny_corpus, tmp_path / "straight", max_steps=300, **EARLY)
+    rows = _log_rows(tmp_path / "straight/train_log.csv")
+    valid = [(int(r["step"]), float(r["valid_loss"])) for r in rows if r["valid_loss"]]
+    final = load_checkpoint(straight)
+    best_step, best_loss = min(valid, key=lambda sv: sv[1])
+    assert final["stopped_at"] == _plateau_step(valid, 2, 0.02) == int(rows[-1]["step"]) < 300
+    assert (final["step"], final["valid_loss"], final["stop_reason"]) == (best_step, best_loss, "plateau")
+    assert final["step"] < final["stopped_at"]  # the loss rose at the end (measured: best 30, stopped at 40)
+    assert _identical(straight, tmp_path / "straight/resume/best.pt")
+
+    # Interrupted after the first validation without improvement (step best + 5), then resumed.
+    middle = best_step + EARLY["valid_every"]
+    _run(test_config, tiny_corpus, tmp_path / "resumed", max_steps=middle, **EARLY)
+    at_middle = load_checkpoint(tmp_path / "resumed/resume/last.pt")["early_stopping"]
+    assert (at_middle["without_improvement"], at_middle["stopped"]) == (1, False)
+    resumed = _run(test_config, tiny_corpus, tmp_path / "resumed", max_steps=300, **EARLY)
+    assert _identical(straight, resumed)
+    assert {k: load_checkpoint(resumed)[k] for k in ("step", "stopped_at", "valid_loss", "stop_reason")} == {
+        k: final[k] for k in ("step", "stopped_at", "valid_loss", "stop_reason")
+    }
+    assert _log_rows(tmp_path / "resumed/train_log.csv") == rows
+
+
+def test_patience_and_checkpoint_averaging_exclude_each_other():
+    from attnrepro.config import from_dict, load_config
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["models"]["rnnsearch10"]["train"].update(patience=3, average_last=2)
+    with pytest.raises(ConfigError, match="models.rnnsearch10.train: patience=3 .* average_last=2"):
+        from_dict(raw)
+    raw["models"]["rnnsearch10"]["train"]["average_last"] = 1
+    tc = from_dict(raw).model("rnnsearch10").train
+    assert (tc.patience, tc.min_delta) == (3, 0.01)  # 1 % by default
+    assert TrainConfig().patience == 0  # fixed-length training unless a config asks
+    for name in ("wmt14_en_fr.yaml", "wmt14_en_de.yaml"):  # the papers trained for a fixed budget
+        assert {m.train.patience for m in load_config(REPO / "config" / name).models.values()} == {0}
+
+
+@pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])
+def test_paper_configs_normalise_the_loss_as_their_paper(config):
+    from attnrepro.config import load_config
+
+    norms = {m.arch: m.train.loss_norm for m in load_config(REPO / "config" / config).models.values()}
+    assert norms.pop("transformer") == "token"  # Vaswani
+    assert set(norms.values()) == {"sentence"} and len(norms) == 7  # Sutskever, Bahdanau and the same-scale others
+
+
+def test_each_optimizer_is_the_papers_and_an_unknown_name_is_refused():
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    adadelta = make_optimizer(weights, TrainConfig(optimizer="adadelta", lr=1.0, rho=0.95, eps=1e-6))
+    assert isinstance(adadelta, torch.optim.Adadelta) and adadelta.defaults["rho"] == 0.95
+    assert isinstance(make_optimizer(weights, TrainConfig(optimizer="adam")), torch.optim.Adam)
+    assert type(make_optimizer(weights, TrainConfig(optimizer="sgd", lr=0.7))) is torch.optim.SGD
+    with pytest.raises(ConfigError, match="train.optimizer: 'rmsprop'"):  # never a silent fallback to SGD
+        make_optimizer(weights, TrainConfig(optimizer="rmsprop"))
+    with pytest.raises(ConfigError, match="train.schedule"):
+        lr_at(TrainConfig(schedule="inverse_sqrt"), 1, d_model=None)
 
 
 def _snakemake(workdir: Path, config: Path, *extra: str) -> list[str]:

@@ -129,17 +129,25 @@ class TrainConfig:
     batch_tokens: int = 4000
     max_steps: int = 1000
     max_src_len: int = 50
+    max_tgt_len: int | None = None  # None: max_src_len (filled in by __post_init__)
     label_smoothing: float = 0.0
+    loss_norm: str = "token"  # token | sentence: the update's loss divided by its target tokens or sentences
     seed: int = 1
     log_every: int = 50
     valid_every: int = 500
     checkpoint_every: int = 500
+    patience: int = 0  # validations without a relative gain of min_delta before stopping; 0 = run to max_steps
+    min_delta: float = 0.01
     update_tokens: int = 0
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
     average_last: int = 1
     valid_bleu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tgt_len is None:  # the -30/-50 filter is on pairs: the target side defaults to the source's
+            object.__setattr__(self, "max_tgt_len", self.max_src_len)
 
 
 @dataclass(frozen=True)
@@ -385,20 +393,27 @@ def from_dict(raw: dict[str, Any]) -> Config:
                 "(one vocabulary, Vaswani §3.4)"
             )
     for name, m in models.items():
-        checkpoints = math.ceil(m.train.max_steps / m.train.checkpoint_every)
-        if m.train.average_last > checkpoints:
-            raise ConfigError(
-                f"models.{name}.train.average_last={m.train.average_last} exceeds the {checkpoints} checkpoints"
-                f" that max_steps={m.train.max_steps} and checkpoint_every={m.train.checkpoint_every} write"
-            )
-    if synthetic is not None:
-        for name, m in models.items():
-            if m.train.max_src_len > synthetic.max_train_len:
-                raise ConfigError(
-                    f"models.{name}.train.max_src_len={m.train.max_src_len} exceeds "
-                    f"data.synthetic.max_train_len={synthetic.max_train_len}"
-                )
+        _check_train(f"models.{name}.train", m.train, synthetic)
     return cfg
+
+
+def _check_train(key: str, tc: TrainConfig, synthetic: SyntheticDataConfig | None) -> None:
+    """Constraints between train keys (and the synthetic corpus) that the schema cannot state."""
+    checkpoints = math.ceil(tc.max_steps / tc.checkpoint_every)
+    if tc.average_last > checkpoints:
+        raise ConfigError(
+            f"{key}.average_last={tc.average_last} exceeds the {checkpoints} checkpoints"
+            f" that max_steps={tc.max_steps} and checkpoint_every={tc.checkpoint_every} write"
+        )
+    if tc.patience > 0 and tc.average_last > 1:
+        raise ConfigError(
+            f"{key}: patience={tc.patience} translates the best validation's weights, average_last="
+            f"{tc.average_last} the mean of the last checkpoints; set one of them (patience: 0 or average_last: 1)"
+        )
+    if synthetic is not None and tc.max_src_len > synthetic.max_train_len:
+        raise ConfigError(
+            f"{key}.max_src_len={tc.max_src_len} exceeds data.synthetic.max_train_len={synthetic.max_train_len}"
+        )
 
 
 def load_config(path: str | Path) -> Config:

@@ -2,7 +2,8 @@
 every random-number generator's state, and checkpoint averaging.
 
 Three kinds of file, all loaded with `torch.load(..., weights_only=True)`:
-- `{out}/resume/last.pt`: everything a bit-identical continuation needs (`RESUME_KEYS`);
+- `{out}/resume/last.pt`: everything a bit-identical continuation needs (`RESUME_KEYS`), with
+  the fingerprint of the run that wrote it: a run resumes only from its own state;
 - `{out}/resume/kept/step_*.pt`: the weights of the last `train.average_last` regular
   checkpoints, for averaging;
 - `{out}/checkpoint.pt`, `{out}/averaged.pt`: weights plus what rebuilds the model (`MODEL_KEYS`).
@@ -10,20 +11,28 @@ Three kinds of file, all loaded with `torch.load(..., weights_only=True)`:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from attnrepro.config import ModelConfig
+from attnrepro.errors import DataError
 from attnrepro.models import Seq2SeqModel, build_model
 
 MODEL_KEYS = ("model", "arch", "params", "src_vocab", "tgt_vocab", "step")
-RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "rng")
+RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "early_stopping", "rng")
 KEPT_NAME = re.compile(r"step_(\d+)\.pt")
+# Train keys left out of a run's fingerprint: they decide where it runs and what it logs, never
+# the weights it reaches. max_steps may grow; a run past the new max_steps is checked apart.
+UNFINGERPRINTED = ("max_steps", "log_every", "checkpoint_every", "valid_bleu", "device", "compile")
 
 
 def atomic_save(obj: Any, path: Path) -> None:
@@ -44,10 +53,10 @@ def load_checkpoint(path: Path, required: tuple[str, ...] = ("model",)) -> dict[
     except FileNotFoundError:
         raise
     except Exception as err:
-        raise ValueError(f"{path}: not a readable attnrepro checkpoint ({err})") from err
+        raise DataError(f"{path}: not a readable attnrepro checkpoint ({err})") from err
     missing = [key for key in required if not isinstance(obj, dict) or key not in obj]
     if missing:
-        raise ValueError(f"{path}: not an attnrepro checkpoint of this kind (missing {', '.join(missing)})")
+        raise DataError(f"{path}: not an attnrepro checkpoint of this kind (missing {', '.join(missing)})")
     return obj
 
 
@@ -55,6 +64,57 @@ def build_from_checkpoint(ckpt: dict[str, Any]) -> Seq2SeqModel:
     model = build_model(ckpt["arch"], ckpt["src_vocab"], ckpt["tgt_vocab"], ckpt["params"])
     model.load_state_dict(ckpt["model"])
     return model
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_fingerprint(mc: ModelConfig, data: tuple[Path, Path], vocab: tuple[int, int], per_update: int) -> dict:
+    """Everything that decides a run's trajectory: the model, its train settings (but `UNFINGERPRINTED`),
+    the encoded train and valid data and vocabulary sizes (all a tokenizer changes), and the batches
+    of one update (what a change of world size can change)."""
+    return {
+        "arch": mc.arch,
+        "params": dict(mc.params),
+        "train": {k: v for k, v in asdict(mc.train).items() if k not in UNFINGERPRINTED},
+        "train_sha256": file_sha256(data[0]),
+        "valid_sha256": file_sha256(data[1]),
+        "src_vocab": vocab[0],
+        "tgt_vocab": vocab[1],
+        "batches_per_update": per_update,
+    }
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flatten(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): list(value) if isinstance(value, tuple) else value}
+
+
+def fingerprint_differences(saved: dict | None, now: dict) -> list[str]:
+    """'key: saved -> now' for each key that differs (a state saved without a fingerprint differs)."""
+    if saved is None:
+        return ["no fingerprint (written by an older attnrepro)"]
+    old, new = _flatten(saved), _flatten(now)
+    return [f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+            for key in sorted(old.keys() | new.keys()) if old.get(key, KeyError) != new.get(key, KeyError)]  # fmt: skip
+
+
+def set_aside(resume_dir: Path) -> Path:
+    """Rename `resume_dir` to `resume.stale-<UTC time>` beside it and start an empty one; returns the new name."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = resume_dir.with_name(f"{resume_dir.name}.stale-{stamp}")
+    n = 1
+    while aside.exists():
+        aside, n = resume_dir.with_name(f"{resume_dir.name}.stale-{stamp}-{n}"), n + 1
+    resume_dir.rename(aside)
+    resume_dir.mkdir()
+    return aside
 
 
 def rng_state() -> dict[str, Any]:
@@ -103,16 +163,16 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     Integer buffers (counters) are not averaged: they come from the last checkpoint.
     """
     if not paths:
-        raise ValueError("no checkpoints to average")
+        raise DataError("no checkpoints to average")
     first = load_checkpoint(paths[0])["model"]
     total = {name: t.double() if t.is_floating_point() else t for name, t in first.items()}
     for path in paths[1:]:
         weights = load_checkpoint(path)["model"]
         if weights.keys() != total.keys():
-            raise ValueError(f"{path}: its weights do not match {paths[0]} (different parameter names)")
+            raise DataError(f"{path}: its weights do not match {paths[0]} (different parameter names)")
         for name, t in weights.items():
             if t.shape != total[name].shape:
-                raise ValueError(f"{path}: {name} has shape {tuple(t.shape)}, {paths[0]} {tuple(total[name].shape)}")
+                raise DataError(f"{path}: {name} has shape {tuple(t.shape)}, {paths[0]} {tuple(total[name].shape)}")
             if t.is_floating_point():
                 total[name] = total[name] + t.double()
             else:
@@ -131,7 +191,7 @@ def write_average(final: Path, last: int, out: Path) -> list[int]:
     kept = {step: path for step, path in kept_checkpoints(folder).items() if step <= ckpt["step"]}
     steps = list(kept)[-last:]
     if len(steps) < last or steps[-1] != ckpt["step"]:
-        raise ValueError(
+        raise DataError(
             f"{folder}: need the {last} checkpoints up to step {ckpt['step']} for averaging, found steps {steps}"
         )
     ckpt["model"] = average_checkpoints([kept[step] for step in steps])

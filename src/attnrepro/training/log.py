@@ -15,11 +15,11 @@ from typing import Any
 LOG_FIELDS = [
     "step",
     "epoch",
-    "loss",
+    "loss",  # mean cross-entropy per target token of the updates since the last row, whatever train.loss_norm
     "lr",
-    "tokens_per_s",
+    "tokens_per_s",  # target tokens per second spent in updates
     "nonpad_fraction",
-    "valid_loss",
+    "valid_loss",  # cross-entropy per target token of the validation set (no label smoothing)
     "src_tokens",
     "tgt_tokens",
     "valid_bleu",

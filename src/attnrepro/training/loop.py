@@ -4,23 +4,31 @@ batches, data-parallel updates, atomic checkpoints and bit-identical resume.
 Data order. Batches of epoch e come from `token_batches(..., seed=train.seed + e)`, so the
 data position is just (epoch, batch index). An update takes the next `per_update` batches
 (enough for `train.update_tokens`); rank r of N trains on batches r, r + N, ... of them
-(DistributedSampler's split) and DDP sums the gradients, each micro-batch weighted by its
-share of the update's target tokens, so one update is the same on any number of ranks.
+(DistributedSampler's split) and DDP sums the gradients, each micro-batch's summed token losses
+divided by the update's target tokens or sentences (`train.loss_norm`), so one update is the
+same on any number of ranks.
 
 Resume. `{out}/resume/` is not a declared Snakemake output, so a failed job's cleanup never
-deletes it: `last.pt` holds model, optimizer, step, data position, every RNG state of every
-rank and the log window; `train_log.csv` the log rows up to that step. Rerunning the same
-command continues bit-identically.
+deletes it: `last.pt` holds model, optimizer and the `TrainState` (step, data position, tokens
+seen, the log window, every rank's RNG state); `train_log.csv` the log rows up to that step.
+Rerunning the same command continues bit-identically. `last.pt` also holds the fingerprint of
+its run (`checkpoint.run_fingerprint`): a rerun whose model, train settings, data, vocabulary or
+batches per update differ, or whose max_steps is below the saved step, sets `resume/` aside as
+`resume.stale-<time>/` and trains from step 0, saying which keys differed.
 
-Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the
-loop write a checkpoint at the end of the current update and exit with
-`PREEMPTED_EXIT_CODE`. A non-finite loss, or non-finite weights at a checkpoint, stops
-training naming the step, before anything overwrites the last good checkpoint.
+Early stopping (`train.patience` > 0). Every validation is recorded in the state; the weights of
+the lowest validation loss are kept in `resume/best.pt` (last.pt is written right after, so the
+two agree) and are what `checkpoint.pt` holds, with their step, `stopped_at` and `stop_reason`.
+
+Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the loop
+write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`. A
+non-finite loss or weights stop training naming the step, before the last good checkpoint is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import shutil
@@ -30,26 +38,34 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from attnrepro.config import ModelConfig, TrainConfig
+from attnrepro.config import ModelConfig
 from attnrepro.data.batching import Corpus, collate, token_batches
+from attnrepro.errors import ConfigError, DataError
 from attnrepro.models import Seq2SeqModel, build_model, count_parameters
 from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
     RESUME_KEYS,
     atomic_save,
     build_from_checkpoint,
+    fingerprint_differences,
     keep_for_averaging,
     load_checkpoint,
     rng_state,
+    run_fingerprint,
+    set_aside,
     set_rng_state,
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
+from attnrepro.training.pairs import describe_filter, filter_pairs, scorable_pairs
+from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
+from attnrepro.training.state import Cadence, TrainState
 from attnrepro.training.validation import loss_fn, valid_loss
 
 
@@ -59,38 +75,6 @@ class Preempted(Exception):
     def __init__(self, name: str, step: int, path: Path):
         super().__init__(f"{name}: stopped by a signal after step {step}; resume state in {path}")
         self.step = step
-
-
-def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
-    if tc.optimizer == "adadelta":  # Bahdanau 2014, App. B.2.1: rho 0.95, eps 1e-6
-        return torch.optim.Adadelta(params, lr=tc.lr, rho=tc.rho, eps=tc.eps)
-    if tc.optimizer == "adam":  # fused: one kernel over all tensors (embedded Transformer: 10.5 -> 2.7 ms a step)
-        return torch.optim.Adam(params, lr=tc.lr, betas=tuple(tc.betas), eps=tc.eps, fused=True)
-    return torch.optim.SGD(params, lr=tc.lr)
-
-
-def lr_at(tc: TrainConfig, step: int, d_model: int | None = None, steps_per_epoch: int | None = None) -> float:
-    """Learning rate of update number `step` (1-based)."""
-    if tc.schedule == "inverse_sqrt":
-        if d_model is None:
-            raise ValueError("schedule inverse_sqrt needs a model with a d_model")
-        # Vaswani 2017, eq. (3): d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
-        return tc.lr * d_model**-0.5 * min(step**-0.5, step * tc.warmup_steps**-1.5)
-    if tc.schedule == "halving":
-        if steps_per_epoch is None:
-            raise ValueError("schedule halving needs the number of steps per epoch")
-        # Sutskever 2014, §3.4: "after 5 epochs, we began halving the learning rate every half epoch"
-        epochs_done = (step - 1) / steps_per_epoch
-        if epochs_done < tc.halving_start_epoch:
-            return tc.lr
-        return tc.lr * 0.5 ** (1 + math.floor((epochs_done - tc.halving_start_epoch) / tc.halving_every_epochs))
-    return tc.lr
-
-
-def batches_per_update(tc: TrainConfig, world_size: int) -> int:
-    """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
-    wanted = max(1, math.ceil(tc.update_tokens / tc.batch_tokens))
-    return math.ceil(wanted / world_size) * world_size
 
 
 def seed_everything(seed: int) -> None:
@@ -119,19 +103,8 @@ def stop_requests() -> Iterator[dict[str, bool]]:
             signal.signal(sig, old)
 
 
-def _filter(corpus: Corpus, max_len: int) -> np.ndarray:
-    """Indices of pairs with 1..max_len source tokens and a non-empty target.
-
-    Bahdanau's -30/-50 models were trained on sentence pairs of at most 30/50 words.
-    """
-    keep = (corpus.src_lens >= 1) & (corpus.src_lens <= max_len) & (corpus.tgt_lens >= 1)
-    return np.flatnonzero(keep)
-
-
 def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 def _finite(model: nn.Module) -> bool:
@@ -158,177 +131,262 @@ def train(
     torch.set_num_threads(threads)
     device = pick_device(mc.train.device, ranks)
     with process_group(ranks, device), stop_requests() as stop:
-        return _train(
-            mc, train_path, valid_path, src_vocab, tgt_vocab, out_dir, progress, ranks, device, stop, valid_bleu
+        trainer = Trainer(mc, train_path, valid_path, (src_vocab, tgt_vocab), out_dir, ranks, device, valid_bleu)
+        return trainer.run(stop, progress)
+
+
+class Trainer:
+    """One model's training: set up (model, data, resumed state), then one update at a time."""
+
+    def __init__(
+        self,
+        mc: ModelConfig,
+        train_path: Path,
+        valid_path: Path,
+        vocab: tuple[int, int],
+        out_dir: Path,
+        ranks: Ranks,
+        device: torch.device,
+        valid_bleu: Callable[[Seq2SeqModel], float] | None,
+    ):
+        self.mc, self.tc, self.vocab, self.out_dir = mc, mc.train, vocab, out_dir
+        self.ranks, self.device, self.valid_bleu = ranks, device, valid_bleu
+        self.resume_path = out_dir / "resume" / "last.pt"
+        self.best_path = out_dir / "resume" / "best.pt"  # the best validation's weights (train.patience > 0)
+        if ranks.is_main:
+            self.resume_path.parent.mkdir(parents=True, exist_ok=True)
+        self.cadence = Cadence.of(self.tc)
+
+        seed_everything(self.tc.seed + ranks.rank)  # DDP copies rank 0's initial weights to every rank
+        self.model = build_model(mc.arch, *vocab, mc.params).to(device)
+        self.optimizer = make_optimizer(self.model.parameters(), self.tc)
+        self.d_model = getattr(self.model, "d_model", None)
+
+        self.corpus = Corpus.load(train_path)
+        self.valid = Corpus.load(valid_path)
+        self.valid_pairs, valid_note = scorable_pairs(self.valid, valid_path)
+        if valid_note and ranks.is_main:
+            print(valid_note, flush=True)
+        self.kept, kept_record = filter_pairs(self.corpus, self.tc)
+        if ranks.is_main:
+            print(f"{mc.name}: {describe_filter(kept_record)}", flush=True)
+            (out_dir / "filter.json").write_text(json.dumps(kept_record, indent=1) + "\n")
+        if len(self.kept) == 0:
+            raise DataError(f"{train_path}: no training pair is left ({describe_filter(kept_record)})")
+        self.per_update = batches_per_update(self.tc, ranks.world_size)
+        data = (train_path, valid_path)
+        self.fingerprint = run_fingerprint(mc, data, vocab, self.per_update) if ranks.is_main else {}  # into last.pt
+
+        self.state = self._resume()
+        self.log = TrainLog(self.resume_path.parent / "train_log.csv", out_dir / "tb", self.state.step, ranks.is_main)
+        self.ddp = self.model
+        if ranks.world_size > 1:
+            device_ids = [device.index] if device.type == "cuda" else None
+            self.ddp = nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
+        self.forward = torch.compile(self.ddp) if self.tc.compile else self.ddp
+        self.autocast = _autocast(device, self.tc.precision)
+
+    def _saved_state(self) -> dict[str, Any] | None:
+        """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None: rank 0
+        decides, and sets another run's state aside (never deletes it) with a line saying why."""
+        main, path = self.ranks.is_main, self.resume_path
+        saved, differences = None, []
+        if main and path.exists():
+            saved = load_checkpoint(path, RESUME_KEYS)
+            differences = fingerprint_differences(saved.get("fingerprint"), self.fingerprint)
+            if saved["step"] > self.tc.max_steps:
+                differences.append(f"train.max_steps: {self.tc.max_steps} is below its step {saved['step']}")
+        (stale,) = sum_over_ranks([float(bool(differences))], self.ranks, self.device)
+        if stale and main:
+            aside = set_aside(path.parent)
+            print(f"{self.mc.name}: {path} is another run's state ({'; '.join(differences)}); "
+                  f"moved to {aside}, training from step 0", flush=True)  # fmt: skip
+        barrier(self.ranks)  # no rank looks for last.pt before rank 0 has set it aside
+        if stale or not path.exists():
+            return None
+        return saved if main else load_checkpoint(path, RESUME_KEYS)
+
+    def _resume(self) -> TrainState:
+        """The state of this run's `resume/last.pt` (weights, optimizer and generators restored), or a fresh one."""
+        main, path = self.ranks.is_main, self.resume_path
+        saved = self._saved_state()
+        if saved is None:
+            if main:
+                print(f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters", flush=True)
+            return TrainState()
+        try:  # the fingerprint matched: only a change of the model's code can make this fail
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise DataError(f"{path}: does not fit model {self.mc.name} ({err}); delete {path.parent} to start over"
+                            ) from err  # fmt: skip
+        state = TrainState.from_checkpoint(saved)
+        if len(state.rngs) == self.ranks.world_size:
+            set_rng_state(state.rngs[self.ranks.rank])
+        elif main:
+            print(f"{path}: saved by {len(state.rngs)} rank(s), now {self.ranks.world_size}: not bit-exact")
+        if main:
+            print(f"resuming {self.mc.name} from step {state.step} (epoch {state.epoch}, batch {state.position})",
+                  flush=True)  # fmt: skip
+        return state
+
+    def run(self, stop: dict[str, bool], progress: bool) -> Path:
+        """Train to max_steps: each update, then its validation, log row and checkpoint as they fall due."""
+        self.model.train()
+        self.bar = tqdm(total=self.tc.max_steps, initial=self.state.step, desc=self.mc.name,
+                        disable=not (progress and self.ranks.is_main), mininterval=5)  # fmt: skip
+        for update, updates_per_epoch in self.updates():
+            lr, stop_votes = self.run_update(update, updates_per_epoch, stop)
+            self.maybe_log(lr, self.maybe_validate())
+            self.maybe_checkpoint(stop_votes)
+        self.bar.close()
+        self.log.close()
+        return self.finish()
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        batches = token_batches(
+            self.corpus.src_lens[self.kept], self.corpus.tgt_lens[self.kept], self.tc.batch_tokens, self.tc.seed + epoch
         )
-
-
-def _train(mc, train_path, valid_path, src_vocab, tgt_vocab, out_dir, progress, ranks, device, stop, valid_bleu):
-    tc = mc.train
-    main = ranks.is_main
-    resume_dir = out_dir / "resume"
-    resume_path = resume_dir / "last.pt"
-    if main:
-        resume_dir.mkdir(parents=True, exist_ok=True)
-
-    seed_everything(tc.seed + ranks.rank)  # DDP copies rank 0's initial weights to every rank
-    model = build_model(mc.arch, src_vocab, tgt_vocab, mc.params).to(device)
-    optimizer = make_optimizer(model.parameters(), tc)
-    d_model = getattr(model, "d_model", None)
-
-    corpus = Corpus.load(train_path)
-    valid = Corpus.load(valid_path)
-    kept = _filter(corpus, tc.max_src_len)
-    if len(kept) == 0:
-        raise ValueError(f"{train_path}: no training pair has <= {tc.max_src_len} source tokens")
-    src_lens, tgt_lens = corpus.src_lens[kept], corpus.tgt_lens[kept]
-    per_update = batches_per_update(tc, ranks.world_size)
-
-    def epoch_batches(epoch: int) -> list[np.ndarray]:
-        batches = token_batches(src_lens, tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
-        if len(batches) < per_update:
-            raise ValueError(
-                f"{mc.name}: train.update_tokens={tc.update_tokens} needs {per_update} batches per update"
-                f" on {ranks.world_size} rank(s), but an epoch has only {len(batches)}"
+        if len(batches) < self.per_update:
+            raise ConfigError(
+                f"models.{self.mc.name}.train.update_tokens={self.tc.update_tokens} needs {self.per_update} batches"
+                f" per update on {self.ranks.world_size} rank(s), but an epoch has only {len(batches)}"
             )
         return batches
 
-    step, epoch, position = 0, 0, 0
-    seen = {"src": 0, "tgt": 0}  # real tokens trained on so far (for FLOP estimates: 6 x params x tokens)
-    window = {"tokens": 0, "nonpad": 0.0, "loss": 0.0, "steps": 0}  # sums since the last log row
-    if resume_path.exists():
-        state = load_checkpoint(resume_path, RESUME_KEYS)
-        try:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise ValueError(f"{resume_path}: does not fit model {mc.name} ({err})") from err
-        step, epoch, position = state["step"], state["epoch"], state["position"]
-        seen, window = dict(state["tokens_seen"]), dict(state["log_window"])
-        window["tokens"] = 0  # tokens/s of the first row after a resume counts from the resume
-        if len(state["rng"]) == ranks.world_size:
-            set_rng_state(state["rng"][ranks.rank])
-        elif main:
-            print(f"{resume_path}: saved by {len(state['rng'])} rank(s), now {ranks.world_size}: not bit-exact")
-        if main:
-            print(f"resuming {mc.name} from step {step} (epoch {epoch}, batch {position})", flush=True)
-    elif main:
-        print(f"{mc.name}: {mc.arch}, {count_parameters(model):,} parameters, {len(kept):,} training pairs", flush=True)
+    def updates(self) -> Iterator[tuple[list[np.ndarray], int]]:
+        """Each update's batches (corpus indices) and its epoch's number of updates; advances the state.
 
-    log = TrainLog(resume_dir / "train_log.csv", out_dir / "tb", step, enabled=main)
-    ddp = model
-    if ranks.world_size > 1:
-        ddp = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    forward = torch.compile(ddp) if tc.compile else ddp
-    autocast = _autocast(device, tc.precision)
+        An epoch's last batches that cannot fill an update are skipped.
+        """
+        state = self.state
+        batches = self.epoch_batches(state.epoch)
+        while not state.finished(self.tc.max_steps):
+            if state.position + self.per_update > len(batches):
+                state.epoch, state.position = state.epoch + 1, 0
+                batches = self.epoch_batches(state.epoch)
+            update = [self.kept[b] for b in batches[state.position : state.position + self.per_update]]
+            state.position += self.per_update
+            state.step += 1
+            yield update, len(batches) // self.per_update
 
-    def checkpoint() -> None:
-        """All ranks: check the weights and gather RNG states; rank 0 writes."""
-        if not _finite(model):
-            raise FloatingPointError(
-                f"{mc.name}: weights are not finite after step {step}; the last good checkpoint is {resume_path}"
-            )
-        rngs = gather_to_all(rng_state(), ranks)
-        if not main:
-            return
-        log.flush()
-        regular = step % tc.checkpoint_every == 0 or step == tc.max_steps
-        if tc.average_last > 1 and regular:
-            keep_for_averaging(model.state_dict(), step, resume_dir / "kept", tc.average_last)
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch}
-        state |= {"position": position, "tokens_seen": dict(seen), "log_window": dict(window), "rng": rngs}
-        atomic_save(state, resume_path)
-
-    model.train()
-    batches = epoch_batches(epoch)
-    window_start = time.perf_counter()
-    bar = tqdm(total=tc.max_steps, initial=step, desc=mc.name, disable=not (progress and main), mininterval=5)
-    while step < tc.max_steps:
-        if position + per_update > len(batches):  # an epoch's last batches that cannot fill an update are skipped
-            epoch, position = epoch + 1, 0
-            batches = epoch_batches(epoch)
-        update = [kept[b] for b in batches[position : position + per_update]]
-        position += per_update
-        step += 1
-        lr = lr_at(tc, step, d_model, len(batches) // per_update)
-        for group in optimizer.param_groups:
+    def run_update(self, update: list[np.ndarray], updates_per_epoch: int, stop: dict[str, bool]) -> tuple[float, int]:
+        """One optimizer step over the update's batches, this rank's share of them; returns (lr, stop votes)."""
+        started, ranks, corpus = time.perf_counter(), self.ranks, self.corpus
+        lr = lr_at(self.tc, self.state.step, self.d_model, updates_per_epoch)
+        for group in self.optimizer.param_groups:
             group["lr"] = lr
-
         n_tgt = sum(int(corpus.tgt_lens[b].sum()) + len(b) for b in update)  # + </s> per sentence
+        # the update's summed token losses over its sentences (Sutskever 2014, §3.4; dl4mt) or its tokens (Vaswani)
+        norm = n_tgt if self.tc.loss_norm == "token" else sum(len(b) for b in update)
         mine = update[ranks.rank :: ranks.world_size]
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0  # this rank's share of the update's mean loss per target token
         for i, indices in enumerate(mine):
-            batch = collate(corpus, indices).to(device)
-            share = batch.n_tgt_tokens / n_tgt
+            batch = collate(corpus, indices).to(self.device)
+            share = batch.n_tgt_tokens / n_tgt  # of the logged loss, per target token under either norm
             sync = i == len(mine) - 1 or ranks.world_size == 1
-            with contextlib.nullcontext() if sync else ddp.no_sync():
-                with autocast:
-                    loss = loss_fn(forward(batch.src, batch.src_mask, batch.tgt_in), batch.tgt_out, tc.label_smoothing)
-                # DDP averages gradients over ranks: scale by world_size so they sum instead
-                (loss * (share * ranks.world_size)).backward()
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                with self.autocast:
+                    logits = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+                    loss = loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
+                # the batch's summed token losses / norm; DDP averages gradients over ranks: scale by world_size
+                (loss * (batch.n_tgt_tokens / norm * ranks.world_size)).backward()
             loss_sum += float(loss.detach()) * share
-        loss_value, stop_votes = sum_over_ranks([loss_sum, float(stop["requested"])], ranks, device)
+        loss_value, stop_votes = sum_over_ranks([loss_sum, float(stop["requested"])], ranks, self.device)
         if not math.isfinite(loss_value):  # no update: last.pt stays the last good state
             raise FloatingPointError(
-                f"{mc.name}: loss is {loss_value} at step {step}; the last good checkpoint is {resume_path}"
+                f"{self.mc.name}: loss is {loss_value} at step {self.state.step}; "
+                f"the last good checkpoint is {self.resume_path}"
             )
-        if tc.clip_norm > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
-        optimizer.step()
-
+        if self.tc.clip_norm > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
+        self.optimizer.step()
         src_tokens = sum(int(corpus.src_lens[b].sum()) for b in update)
-        seen["src"] += src_tokens
-        seen["tgt"] += n_tgt
-        window["tokens"] += n_tgt
-        window["nonpad"] += _nonpad_fraction(corpus, update)
-        window["loss"] += loss_value
-        window["steps"] += 1
-        bar.update(1)
-        if main and (step % tc.log_every == 0 or step == tc.max_steps or step % tc.valid_every == 0):
-            elapsed = time.perf_counter() - window_start
-            row = {
-                "step": step,
-                "epoch": epoch,
-                "loss": round(window["loss"] / window["steps"], 5),
-                "lr": lr,
-                "tokens_per_s": round(window["tokens"] / elapsed, 1),
-                "nonpad_fraction": round(window["nonpad"] / window["steps"], 4),
-                "valid_loss": "",
-                "src_tokens": seen["src"],
-                "tgt_tokens": seen["tgt"],
-                "valid_bleu": "",
-            }
-            if step % tc.valid_every == 0 or step == tc.max_steps:
-                row["valid_loss"] = round(valid_loss(model, valid, tc.batch_tokens, device, autocast), 5)
-                if valid_bleu is not None:
-                    row["valid_bleu"] = round(valid_bleu(model), 2)
-            log.add(row)
-            bar.set_postfix(loss=row["loss"], tok_s=row["tokens_per_s"], valid=row["valid_loss"])
-            window = {"tokens": 0, "nonpad": 0.0, "loss": 0.0, "steps": 0}
-            window_start = time.perf_counter()
-        if step % tc.checkpoint_every == 0 or step == tc.max_steps or stop_votes > 0:
-            checkpoint()
-        if stop_votes > 0 and step < tc.max_steps:
-            barrier(ranks)  # every rank leaves only once rank 0 has written last.pt
-            log.close()
-            raise Preempted(mc.name, step, resume_path)
-    bar.close()
-    log.close()
-    if main:
-        final = {
-            "model": model.state_dict(),
-            "arch": mc.arch,
-            "params": dict(mc.params),
-            "src_vocab": src_vocab,
-            "tgt_vocab": tgt_vocab,
-            "step": step,
-            "train": asdict(tc),
-        }
-        atomic_save(final, out_dir / "checkpoint.pt")
-        shutil.copyfile(resume_dir / "train_log.csv", out_dir / "train_log.csv")
-    barrier(ranks)
-    return out_dir / "checkpoint.pt"
+        self.state.record_update(src_tokens, n_tgt, loss_value, _nonpad_fraction(corpus, update), started)
+        self.bar.update(1)
+        return lr, int(stop_votes)
+
+    def maybe_validate(self) -> dict[str, float]:
+        """When due: rank 0 measures the validation loss (and BLEU), every rank records it (early
+        stopping) and an improvement's weights go to resume/best.pt. Returns rank 0's log columns."""
+        step, main = self.state.step, self.ranks.is_main
+        if not self.cadence.validates(step):
+            return {}
+        found = {}
+        if main:
+            loss = valid_loss(
+                self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast, self.valid_pairs
+            )
+            found["valid_loss"] = round(loss, 5)
+            if self.valid_bleu is not None:
+                found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
+        (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
+        early = self.state.early
+        early.record(loss, step, self.tc.min_delta, self.tc.patience)
+        if main and self.tc.patience > 0 and early.best_step == step:
+            atomic_save({"model": self.model.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
+        return found
+
+    def maybe_log(self, lr: float, valid: dict[str, float]) -> None:
+        if not (self.ranks.is_main and self.cadence.logs(self.state.step)):
+            return
+        row = self.state.log_row(lr) | valid
+        self.log.add(row)
+        self.bar.set_postfix(loss=row["loss"], tok_s=row["tokens_per_s"], valid=row["valid_loss"])
+
+    def maybe_checkpoint(self, stop_votes: int) -> None:
+        """Checkpoint when due, at the end, or asked to stop; after a stop request, raise `Preempted`."""
+        step, finished = self.state.step, self.state.finished(self.tc.max_steps)
+        improved = self.tc.patience > 0 and self.state.early.best_step == step  # last.pt follows best.pt at once
+        if self.cadence.checkpoints(step) or finished or improved or stop_votes > 0:
+            self.checkpoint()
+        if stop_votes > 0 and not finished:
+            barrier(self.ranks)  # every rank leaves only once rank 0 has written last.pt
+            self.log.close()
+            raise Preempted(self.mc.name, step, self.resume_path)
+
+    def checkpoint(self) -> None:
+        """All ranks: check the weights and gather RNG states; rank 0 writes last.pt."""
+        step = self.state.step
+        if not _finite(self.model):
+            last_good = f"the last good checkpoint is {self.resume_path}"
+            raise FloatingPointError(f"{self.mc.name}: weights are not finite after step {step}; {last_good}")
+        rngs = gather_to_all(rng_state(), self.ranks)
+        if not self.ranks.is_main:
+            return
+        self.log.flush()
+        if self.tc.average_last > 1 and self.cadence.checkpoints(step):
+            keep_for_averaging(self.model.state_dict(), step, self.resume_path.parent / "kept", self.tc.average_last)
+        weights = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        atomic_save(weights | self.state.to_checkpoint(rngs) | {"fingerprint": self.fingerprint}, self.resume_path)
+
+    def finish(self) -> Path:
+        """Rank 0 writes checkpoint.pt and train_log.csv; see `final_checkpoint`."""
+        final = self.out_dir / "checkpoint.pt"
+        if self.ranks.is_main:
+            ckpt = self.final_checkpoint()
+            print(f"{self.mc.name}: stopped after step {ckpt['stopped_at']} ({ckpt['stop_reason']}); {final} holds"
+                  f" the weights of step {ckpt['step']} (valid_loss {ckpt['valid_loss']})", flush=True)  # fmt: skip
+            atomic_save(ckpt, final)
+            shutil.copyfile(self.resume_path.parent / "train_log.csv", self.out_dir / "train_log.csv")
+        barrier(self.ranks)
+        return final
+
+    def final_checkpoint(self) -> dict[str, Any]:
+        """The weights translated (with patience: the best validation's, from resume/best.pt; else the last),
+        their `step` and `valid_loss`, what rebuilds the model, and how training ended."""
+        mc, early = self.mc, self.state.early
+        weights, step, loss = self.model.state_dict(), self.state.step, early.last_loss
+        if self.tc.patience > 0:
+            best = load_checkpoint(self.best_path, ("model", "step"))
+            if best["step"] != early.best_step:
+                raise DataError(f"{self.best_path} holds step {best['step']}, but the run's best validation was at"
+                                f" step {early.best_step}; delete {self.best_path.parent} to train again")  # fmt: skip
+            weights, step, loss = best["model"], early.best_step, early.best_loss
+        return {"model": weights, "arch": mc.arch, "params": dict(mc.params), "src_vocab": self.vocab[0],
+                "tgt_vocab": self.vocab[1], "step": step, "valid_loss": loss, "stopped_at": self.state.step,
+                "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train)}  # fmt: skip
 
 
 def _nonpad_fraction(corpus: Corpus, update: list[np.ndarray]) -> float:

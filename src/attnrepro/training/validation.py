@@ -19,7 +19,7 @@ from attnrepro.models import Seq2SeqModel
 
 
 def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
-    """Mean cross-entropy per real target token."""
+    """Mean cross-entropy per real target token (the loop rescales it to train.loss_norm)."""
     return nn.functional.cross_entropy(
         logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD, label_smoothing=label_smoothing
     )
@@ -32,18 +32,21 @@ def valid_loss(
     batch_tokens: int,
     device: torch.device | None = None,
     autocast: contextlib.AbstractContextManager | None = None,
+    pairs: np.ndarray | None = None,
 ) -> float:
+    """Cross-entropy per target token (</s> included) over `pairs` (default: all), whatever train.loss_norm."""
+    pairs = np.arange(len(corpus)) if pairs is None else pairs
     model.eval()
     total, tokens = 0.0, 0
-    for indices in token_batches(corpus.src_lens, corpus.tgt_lens, batch_tokens, seed=0):
-        batch = collate(corpus, indices).to(device or torch.device("cpu"))
+    for batch_pairs in token_batches(corpus.src_lens[pairs], corpus.tgt_lens[pairs], batch_tokens, seed=0):
+        batch = collate(corpus, pairs[batch_pairs]).to(device or torch.device("cpu"))
         with autocast or contextlib.nullcontext():
             logits = model(batch.src, batch.src_mask, batch.tgt_in)
         n = batch.n_tgt_tokens
         total += float(loss_fn(logits, batch.tgt_out, 0.0)) * n
         tokens += n
     model.train()
-    return total / max(tokens, 1)
+    return total / tokens
 
 
 class ValidBleu:
