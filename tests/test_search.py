@@ -1,8 +1,12 @@
-"""Beam search: beam 1 is greedy, batching changes nothing, the limits and penalty hold."""
+"""Beam search: beam 1 is greedy, batching changes nothing, no finished hypothesis is lost, a wide
+beam is exact, the limits and penalty hold."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+import pytest
 import torch
 
 from attnrepro.config import SearchConfig
@@ -10,8 +14,51 @@ from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, EOS, PAD, WordVocab
 from attnrepro.decoding.attention_file import load_attention, save_attention
 from attnrepro.decoding.search import beam_search, length_penalty, translate_lines
+from attnrepro.models import Seq2SeqModel
 
 from conftest import SRC_VOCAB, tiny_model
+
+X, A, C, D = 4, 5, 6, 7  # the toy vocabulary's words, after <pad> <unk> <s> </s>
+
+
+class PrefixModel(Seq2SeqModel):
+    """A model whose next-token distribution is set per target prefix; the source is ignored.
+
+    `table` maps a prefix to {token: probability}; the rest of the mass is spread evenly over
+    the other tokens. A prefix not in the table (or under one that is not) gets `other`.
+    """
+
+    def __init__(self, vocab: int, table: dict[tuple[int, ...], dict[int, float]], other: dict[int, float]):
+        super().__init__()
+        prefixes = [()] + sorted(set(table) - {()}, key=lambda p: (len(p), p))
+        nodes = {p: i for i, p in enumerate(prefixes)}
+        fallback = len(prefixes)  # the node of every prefix outside the table
+        child = torch.full((fallback + 1, vocab), fallback, dtype=torch.long)
+        probs = torch.zeros(fallback + 1, vocab)
+        for p, i in nodes.items():
+            for token in range(vocab):
+                child[i, token] = nodes.get(p + (token,), fallback)
+        for i, given in enumerate([table.get(p, other) for p in prefixes] + [other]):
+            rest = [t for t in range(vocab) if t not in given]
+            probs[i] = (1 - sum(given.values())) / len(rest)
+            for token, prob in given.items():
+                probs[i, token] = prob
+        self.register_buffer("child", child)
+        self.log_probs = torch.nn.Parameter(probs.log(), requires_grad=False)
+
+    def encode(self, src, src_mask):
+        return {"src_mask": src_mask}
+
+    def init_state(self, memory):
+        return {"node": torch.zeros(memory["src_mask"].size(0), dtype=torch.long, device=self.child.device)}
+
+    def decode_step(self, memory, state, prev_tokens):
+        node = torch.where(prev_tokens == BOS, state["node"], self.child[state["node"], prev_tokens])
+        return self.log_probs[node], {"node": node}, None
+
+
+def _one_source() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor([[4, 5]]), torch.ones(1, 2, dtype=torch.bool)
 
 
 def greedy(model, src: torch.Tensor, max_len: int) -> list[int]:
@@ -127,3 +174,79 @@ def test_translate_lines_restores_input_order_and_saves_attention(tmp_path):
         (len(h.tokens), len(line.split())) if h.attention is not None else (0, 0) for line, h in zip(lines, hyps)
     ]
     np.testing.assert_allclose(loaded[0], hyps[0].attention, atol=1e-3)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_finished_hypothesis_is_never_lost(alpha):
+    # Beam 2. Step 2 finishes "X </s>" (p = .97 x .25); at step 3 "X A C" and "X A D" both
+    # outscore it and an old-style beam that keeps finished hypotheses in its top 2 drops it.
+    # Both then end badly at the length limit (p(</s>) = .1 and .05): "X </s>" is the best output.
+    model = PrefixModel(
+        8, {(): {X: 0.97}, (X,): {A: 0.7, EOS: 0.25}, (X, A): {C: 0.55, D: 0.4}, (X, A, C): {EOS: 0.1}}, {EOS: 0.05}
+    )
+    hyp = beam_search(model, *_one_source(), beam=2, max_lens=torch.tensor([4]), alpha=alpha)[0]
+    assert hyp.tokens == [X]
+    assert hyp.score == pytest.approx(np.log(0.97 * 0.25), abs=1e-6)
+
+
+def _exhaustive_best(model, src: torch.Tensor, max_len: int, alpha: float) -> tuple[list[int], float]:
+    """Every output of at most max_len tokens (</s> included) over a 6-token vocabulary, scored by teacher
+    forcing; the best by score / lp."""
+    words = [t for t in range(6) if t not in (PAD, BOS, EOS)]
+    outputs = [list(y) for n in range(max_len) for y in itertools.product(words, repeat=n)]
+    tgt_in = pad([np.array([BOS] + y) for y in outputs])
+    tgt_out = pad([np.array(y + [EOS]) for y in outputs])
+    with torch.no_grad():
+        logits = model(src.expand(len(outputs), -1), torch.ones(len(outputs), src.size(1), dtype=torch.bool), tgt_in)
+    token_scores = torch.log_softmax(logits, -1).gather(2, tgt_out[..., None]).squeeze(2)
+    scores = token_scores.masked_fill(tgt_out == PAD, 0.0).sum(1)
+    lengths = torch.tensor([len(y) + 1 for y in outputs], dtype=torch.float)
+    best = int((scores / length_penalty(lengths, alpha)).argmax())
+    return outputs[best], float(scores[best])
+
+
+@pytest.mark.parametrize("beam", [6, 40])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_wide_beam_finds_the_exhaustive_best(arch, alpha, beam):
+    # 6 target tokens, of which <unk> and two words can be emitted before </s>; outputs of at most 3
+    # tokens + </s>: 1 + 3 + 9 + 27 = 40. A beam of 40 prunes nothing, so it must find the best. A beam
+    # as wide as the vocabulary (6) finds it on these models too; the search before the pool did not
+    # (rnnenc, alpha 0: a finished hypothesis crowded out of the beam).
+    model = tiny_model(arch, seed=21, tgt_vocab=6)
+    sources = _sources(3)
+    src = pad(sources)
+    hyps = beam_search(model, src, src != PAD, beam=beam, max_lens=torch.full((3,), 4), alpha=alpha)
+    for s, hyp in zip(sources, hyps):
+        tokens, score = _exhaustive_best(model, torch.from_numpy(s)[None], 4, alpha)
+        assert (hyp.tokens, hyp.score) == (tokens, pytest.approx(score, abs=1e-4))
+
+
+# The search before finished hypotheses had a pool, on tiny models where it lost none (alpha 0, beam 4,
+# _sources(), at most |x| + 2 tokens): the pool changes nothing there.
+BEFORE_THE_POOL = {
+    "rnnsearch": [
+        ([13, 14, 14, 13, 13, 13, 13, 13, 14], -11.1685),
+        ([6, 6, 9, 16], -8.3939),
+        ([6, 6, 13, 14, 13, 13, 14], -12.0726),
+        ([6, 13, 14, 14, 14, 14, 14, 14, 14], -13.2908),
+        ([4, 6, 13, 14, 13, 13, 14], -11.1328),
+        ([1], -3.321),
+    ],
+    "graves_ntm": [
+        ([16, 16, 16, 16, 16, 16, 16, 9, 13], -11.335),
+        ([13, 11, 11, 11], -7.6133),
+        ([13, 18, 16, 16, 16, 13, 18], -12.2206),
+        ([13, 11, 4, 11, 10, 10, 10, 10, 10], -15.0173),
+        ([13, 18, 16, 16, 9, 13, 11], -13.9489),
+        ([13, 18, 9, 13, 18, 9, 13, 18, 9, 13], -17.3344),
+    ],
+}
+
+
+@pytest.mark.parametrize("arch", sorted(BEFORE_THE_POOL))
+def test_same_hypotheses_as_before_where_none_was_lost(arch):
+    sources = _sources()
+    src = pad(sources)
+    max_lens = torch.tensor([len(s) + 3 for s in sources])
+    hyps = beam_search(tiny_model(arch, seed=12), src, src != PAD, 4, max_lens)
+    assert [(h.tokens, round(h.score, 4)) for h in hyps] == BEFORE_THE_POOL[arch]
