@@ -1,5 +1,5 @@
 """Beam search: beam 1 is greedy, batching changes nothing, no finished hypothesis is lost, a wide
-beam is exact, the limits and penalty hold."""
+beam is exact, the limits, penalty, <unk> ban, devices and precision hold."""
 
 from __future__ import annotations
 
@@ -10,14 +10,24 @@ import pytest
 import torch
 
 from attnrepro.config import SearchConfig
-from attnrepro.data.batching import pad
-from attnrepro.data.tokenize import BOS, EOS, PAD, WordVocab
+from attnrepro.data.batching import Corpus, pad
+from attnrepro.data.tokenize import BOS, EOS, PAD, UNK, WordVocab, load_tokenizer
 from attnrepro.decoding.attention_file import load_attention, save_attention
-from attnrepro.decoding.search import beam_search, length_penalty, translate_lines
-from attnrepro.models import Seq2SeqModel
+from attnrepro.decoding.search import (
+    beam_search,
+    decode_batches,
+    length_penalty,
+    search_device,
+    translate_ids,
+    translate_lines,
+)
+from attnrepro.errors import ConfigError
+from attnrepro.models import Seq2SeqModel, build_model
+from attnrepro.training.validation import ValidBleu
 
-from conftest import SRC_VOCAB, tiny_model
+from conftest import REPO, SRC_VOCAB, TINY_PARAMS, tiny_model
 
+CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no GPU"))
 X, A, C, D = 4, 5, 6, 7  # the toy vocabulary's words, after <pad> <unk> <s> </s>
 
 
@@ -57,8 +67,8 @@ class PrefixModel(Seq2SeqModel):
         return self.log_probs[node], {"node": node}, None
 
 
-def _one_source() -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.tensor([[4, 5]]), torch.ones(1, 2, dtype=torch.bool)
+def _one_source(device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor([[4, 5]], device=device), torch.ones(1, 2, dtype=torch.bool, device=device)
 
 
 def greedy(model, src: torch.Tensor, max_len: int) -> list[int]:
@@ -250,3 +260,109 @@ def test_same_hypotheses_as_before_where_none_was_lost(arch):
     max_lens = torch.tensor([len(s) + 3 for s in sources])
     hyps = beam_search(tiny_model(arch, seed=12), src, src != PAD, 4, max_lens)
     assert [(h.tokens, round(h.score, 4)) for h in hyps] == BEFORE_THE_POOL[arch]
+
+
+def _unk_model() -> PrefixModel:
+    """<unk> is the most likely first token, X the next; either is then followed by </s>."""
+    return PrefixModel(8, {(): {UNK: 0.6, X: 0.3}}, {EOS: 0.9})
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_ban_unk_never_emits_unk(device):
+    model = _unk_model().to(device)
+    assert beam_search(model, *_one_source(device), 3, torch.tensor([5]))[0].tokens == [UNK]
+    banned = beam_search(model, *_one_source(device), 3, torch.tensor([5]), ban_unk=True)[0]
+    assert banned.tokens == [X] and banned.score == pytest.approx(np.log(0.3 * 0.9), abs=1e-6)
+    # translate_ids: the keyword overrides search.ban_unk
+    sources = [np.array([4, 5])]
+    on = SearchConfig(beam=3, ban_unk=True)
+    assert translate_ids(model, sources, on, torch.device(device))[0].tokens == [X]
+    assert translate_ids(model, sources, on, torch.device(device), ban_unk=False)[0].tokens == [UNK]
+
+
+def test_search_device():
+    assert search_device("cpu") == torch.device("cpu")
+    assert search_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="search.device is cuda"):
+            search_device("cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch sees a GPU")
+def test_translate_with_search_device_cuda_and_no_gpu_fails_naming_the_key(tmp_path, capsys):
+    import yaml
+
+    from attnrepro.cli import main
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["search"]["device"] = "cuda"
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    missing = str(tmp_path / "missing")  # the device is checked before anything is read
+    args = ["--checkpoint", missing, "--tokenizer-dir", missing, "--src", missing, "--out", missing]
+    assert main(["translate", "--config", str(config), *args, "--attention", missing]) == 1
+    assert "search.device is cuda but torch sees no GPU" in capsys.readouterr().err
+
+
+class AutocastRecorder(PrefixModel):
+    """The toy model, noting the autocast dtype each decoder step runs under (None: no autocast)."""
+
+    def decode_step(self, memory, state, prev_tokens):
+        kind = prev_tokens.device.type
+        self.seen.append(torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None)
+        return super().decode_step(memory, state, prev_tokens)
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_precision_bf16_decodes_under_autocast(device):
+    model = AutocastRecorder(8, {(): {X: 0.9}}, {EOS: 0.9}).to(device)
+    for precision, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        model.seen = []
+        hyp = beam_search(model, *_one_source(device), 2, torch.tensor([4]), precision=precision)[0]
+        assert hyp.tokens == [X] and model.seen and set(model.seen) == {dtype}
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_every_model_decodes_in_bf16(arch, device):
+    # Every model call runs under autocast: rnnenc's init_state projects the bf16 encoder context.
+    model = tiny_model(arch, seed=9).to(device)
+    src = pad(_sources()).to(device)
+    fp32 = beam_search(model, src, src != PAD, 3, torch.full((6,), 8))
+    bf16 = beam_search(model, src, src != PAD, 3, torch.full((6,), 8), precision="bf16")
+    for a, b in zip(fp32, bf16):
+        assert np.isfinite(b.score) and b.score <= 0 and len(b.tokens) < 8
+        if a.tokens == b.tokens:  # bf16 rounds the log-probabilities of the same output a little
+            assert b.score == pytest.approx(a.score, rel=0.02, abs=0.05 * (len(a.tokens) + 1))
+        if b.attention is not None:  # the Graves window's weights are Gaussians, not a softmax: no sum to check
+            assert b.attention.dtype == np.float32 and b.attention.shape[0] == len(b.tokens)
+    assert sum(a.tokens == b.tokens for a, b in zip(fp32, bf16)) >= 3
+
+
+def test_batches_by_tokens_hold_their_budget_and_change_no_hypothesis():
+    lens = np.array([5, 1, 9, 3, 3, 7, 2, 8])
+    sc = SearchConfig(beam=2, batch_tokens=30)  # sentences x longest source x beam <= 30
+    assert [lens[b].tolist() for b in decode_batches(lens, sc)] == [[1, 2, 3, 3], [5, 7], [8], [9]]
+    assert [len(b) for b in decode_batches(lens, SearchConfig(batch_size=3))] == [3, 3, 2]
+    model = tiny_model("rnnsearch", seed=10)
+    sources = [np.arange(4, 4 + n) for n in lens]
+    by_tokens = translate_ids(model, sources, sc, torch.device("cpu"))
+    by_sentences = translate_ids(model, sources, SearchConfig(beam=2, batch_size=3), torch.device("cpu"))
+    assert [h.tokens for h in by_tokens] == [h.tokens for h in by_sentences]
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_valid_bleu_searches_as_translate_does(test_config, tiny_corpus, device):
+    # The references replaced by translate's own output: BLEU 100 iff validation decodes the same.
+    src_tok = load_tokenizer(test_config.tokenizer, tiny_corpus / "tokenizer/src.model")
+    tgt_tok = load_tokenizer(test_config.tokenizer, tiny_corpus / "tokenizer/tgt.model")
+    torch.manual_seed(0)
+    model = build_model("rnnsearch", len(src_tok), len(tgt_tok), TINY_PARAMS["rnnsearch"]).to(device)
+    lines = (tiny_corpus / "data/valid.src").read_text(encoding="utf-8").splitlines()
+    sc = SearchConfig(beam=3, batch_size=7, max_len_a=1.0, max_len_b=2)
+    hyps = translate_lines(model, src_tok, tgt_tok, lines, sc, device=torch.device(device))
+    assert sum(len(h.tokens) for h in hyps) > len(lines)  # not trivially empty
+    bleu = ValidBleu(Corpus.load(tiny_corpus / "encoded/valid.npz"), tgt_tok, sc)
+    bleu.references = [tgt_tok.decode(h.tokens) for h in hyps]
+    model.eval()
+    assert bleu(model) == pytest.approx(100.0)
+    assert model.training  # handed back to the training loop in training mode

@@ -107,7 +107,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
     mc = cfg.model(args.model)
     search = cfg.search_of(args.model)
-    valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search) if mc.train.valid_bleu else None
+    valid_bleu = None
+    if mc.train.valid_bleu:  # searches on the training device, in bf16 where the model trains in bf16
+        valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search, mc.train.precision)
     try:
         train(
             mc,
@@ -140,10 +142,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     from attnrepro.data.tokenize import load_tokenizer
     from attnrepro.decoding.attention_file import save_attention
-    from attnrepro.decoding.search import translate_lines
+    from attnrepro.decoding.search import search_device, translate_lines
     from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
 
     cfg = load_config(args.config)
+    search = cfg.search_of(args.model) if args.model else cfg.search
+    device = search_device(search.device)  # before any loading: search.device cuda without a GPU fails at once
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
@@ -153,13 +157,13 @@ def cmd_translate(args: argparse.Namespace) -> None:
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
     with open(args.src, encoding="utf-8", newline="\n") as f:
         lines = [line.rstrip("\n") for line in f]
-    search = cfg.search_of(args.model) if args.model else cfg.search
-    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
+    precision = cfg.model(args.model).train.precision if args.model else "fp32"  # bf16 autocast as it trained
+    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search, device=device, precision=precision)
     out = Path(args.out)
     # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
     out.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
     save_attention([h.attention for h in hypotheses], Path(args.attention))
-    print(f"{out}: {len(hypotheses)} translations")
+    print(f"{out}: {len(hypotheses)} translations ({device})")
 
 
 def cmd_score(args: argparse.Namespace) -> None:

@@ -18,10 +18,17 @@ what any continuation can reach (tensor2tensor's bound; with α = 0 it is the li
 A hypothesis that reaches the longest output (`max_len`, </s> included) must end with </s>.
 Beam 1 with α = 0 is exactly greedy decoding. The best hypotheses are traced back once through
 per-step back-pointers, attention included.
+
+`translate_ids` (validation BLEU) and `translate_lines` (`attnrepro translate`) batch sources by
+length (`search.batch_size` sentences, or `search.batch_tokens` source tokens x beam) and search
+on one device (`search.device`; validation searches where the model trains), under bf16 autocast
+when the model trained in bf16. `search.ban_unk` never emits <unk>, as Bahdanau et al. 2014
+decoded Table 1's No-UNK column.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +37,8 @@ from torch import Tensor
 
 from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad, sentence_batches
-from attnrepro.data.tokenize import BOS, EOS, PAD, Tokenizer
+from attnrepro.data.tokenize import BOS, EOS, PAD, UNK, Tokenizer
+from attnrepro.errors import ConfigError
 from attnrepro.models import Seq2SeqModel
 
 
@@ -44,6 +52,18 @@ class Hypothesis:
 def length_penalty(lengths: Tensor | float, alpha: float) -> Tensor | float:
     """GNMT lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, §7)."""
     return ((5.0 + lengths) / 6.0) ** alpha
+
+
+def search_device(choice: str) -> torch.device:
+    """`search.device`: auto is CUDA when torch sees a GPU, else the CPU (the training device's rule)."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("search.device is cuda but torch sees no GPU (torch.cuda.is_available() is False)")
+    return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast for a model that trained in bf16 (`train.precision`), else nothing."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 class _Pool:
@@ -80,7 +100,7 @@ class _Trail:
         self.tokens.append(tokens)
         self.origins.append(origins)
         if attention is not None:
-            self.attention.append(attention)
+            self.attention.append(attention.float())
 
     def trace_back(self, origin: Tensor, length: Tensor) -> tuple[Tensor, Tensor | None]:
         """Tokens (batch, steps) and attention (batch, steps, src_len) of the hypotheses whose </s> row
@@ -108,26 +128,32 @@ def beam_search(
     beam: int,
     max_lens: Tensor,
     alpha: float = 0.0,
+    *,
+    ban_unk: bool = False,
+    precision: str = "fp32",
 ) -> list[Hypothesis]:
     """src, src_mask: (batch, src_len) on the model's device; max_lens: (batch,) longest output per sentence
-    (with </s>)."""
+    (with </s>). `ban_unk` never emits <unk> (Bahdanau Table 1's No-UNK column); `precision` "bf16" decodes
+    under bf16 autocast, as the model trained."""
     model.eval()
     device, batch = src.device, src.size(0)
     rows, max_lens = batch * beam, max_lens.to(device)
-    memory = model.encode(src, src_mask)
-    memory, state = model.reorder(
-        memory, model.init_state(memory), torch.arange(batch, device=device).repeat_interleave(beam)
-    )
+    cast = autocast(device, precision)  # around every model call: init_state too computes from the memory
+    with cast:
+        memory = model.encode(src, src_mask)
+        start = model.init_state(memory)
+    memory, state = model.reorder(memory, start, torch.arange(batch, device=device).repeat_interleave(beam))
     live = torch.full((batch, beam), float("-inf"), device=device)
     live[:, 0] = 0.0  # all beams start as one hypothesis
     prev = torch.full((rows,), BOS, dtype=torch.long, device=device)
-    never = torch.tensor([PAD, BOS], device=device)  # a hypothesis never contains these
+    never = torch.tensor([PAD, BOS, UNK] if ban_unk else [PAD, BOS], device=device)
     bound_lp = length_penalty(max_lens.float(), alpha)  # the largest lp a live hypothesis can still reach
     limit_steps = {int(n) - 1 for n in max_lens.tolist()}  # steps at which some sentence must end
     pool, trail = _Pool(batch, device), _Trail([], [], [])
     for step in range(int(max_lens.max())):
-        log_probs, state, attn = model.decode_step(memory, state, prev)  # (rows, vocab)
-        log_probs = log_probs.index_fill(1, never, float("-inf"))
+        with cast:
+            log_probs, state, attn = model.decode_step(memory, state, prev)  # (rows, vocab)
+        log_probs = log_probs.float().index_fill(1, never, float("-inf"))
         if step in limit_steps:
             log_probs = _only_eos(log_probs, (max_lens == step + 1).repeat_interleave(beam))
         live, origin, prev = _advance(live, log_probs, pool, step, float(length_penalty(step + 1.0, alpha)))
@@ -180,26 +206,66 @@ def _hypotheses(pool: _Pool, trail: _Trail, src_mask: Tensor) -> list[Hypothesis
     ]
 
 
+def output_lengths(src_lens: np.ndarray, sc: SearchConfig) -> np.ndarray:
+    """Longest output of each sentence, </s> included: floor(max_len_a * |x| + max_len_b) + 1."""
+    return np.floor(sc.max_len_a * np.asarray(src_lens) + sc.max_len_b).astype(np.int64) + 1
+
+
+def decode_batches(src_lens: np.ndarray, sc: SearchConfig) -> list[np.ndarray]:
+    """Length-sorted batches: `batch_size` sentences, or with `batch_tokens` > 0 as many sentences as keep
+    padded source tokens x beam at most `batch_tokens` (a longer sentence goes alone)."""
+    if sc.batch_tokens == 0:
+        return sentence_batches(src_lens, sc.batch_size)
+    order = np.argsort(src_lens, kind="stable")
+    batches, start = [], 0
+    for pos in range(1, len(order)):
+        if (pos - start + 1) * int(src_lens[order[pos]]) * sc.beam > sc.batch_tokens:
+            batches.append(order[start:pos])
+            start = pos
+    return batches + [order[start:]] if len(order) else batches
+
+
+def translate_ids(
+    model: Seq2SeqModel,
+    encoded: list[np.ndarray],
+    sc: SearchConfig,
+    device: torch.device,
+    *,
+    precision: str = "fp32",
+    ban_unk: bool | None = None,
+) -> list[Hypothesis]:
+    """Beam-search every source (token ids) on `device`, where the model is moved; hypotheses in input order.
+
+    `ban_unk` overrides `sc.ban_unk`; an empty source translates to an empty hypothesis.
+    """
+    model.to(device)
+    lens = np.array([len(e) for e in encoded], dtype=np.int64)
+    max_lens = output_lengths(lens, sc)
+    results = [Hypothesis([], 0.0, None) for _ in encoded]
+    nonempty = np.flatnonzero(lens > 0)
+    unk = sc.ban_unk if ban_unk is None else ban_unk
+    for positions in decode_batches(lens[nonempty], sc):
+        indices = nonempty[positions]
+        src = pad([encoded[i] for i in indices]).to(device)
+        limits = torch.from_numpy(max_lens[indices]).to(device)
+        hyps = beam_search(model, src, src != PAD, sc.beam, limits, sc.length_penalty, ban_unk=unk, precision=precision)
+        for i, hyp in zip(indices, hyps):
+            results[i] = hyp
+    return results
+
+
 def translate_lines(
     model: Seq2SeqModel,
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     lines: list[str],
     sc: SearchConfig,
+    *,
+    device: torch.device | None = None,
+    precision: str = "fp32",
+    ban_unk: bool | None = None,
 ) -> list[Hypothesis]:
-    """Beam-search every line (batched by length); hypotheses come back in input order."""
+    """Encode and beam-search every line (batched by length) on `device` (default: `sc.device`); input order."""
     encoded = [np.asarray(src_tok.encode(line), dtype=np.int64) for line in lines]
-    lens = np.array([len(e) for e in encoded])
-    results: list[Hypothesis | None] = [None] * len(lines)
-    for indices in sentence_batches(lens, sc.batch_size):
-        nonempty = [i for i in indices if lens[i] > 0]
-        for i in indices:
-            if lens[i] == 0:
-                results[i] = Hypothesis([], 0.0, None)
-        if not nonempty:
-            continue
-        src = pad([encoded[i] for i in nonempty])
-        max_lens = torch.from_numpy(np.floor(sc.max_len_a * lens[nonempty] + sc.max_len_b).astype(np.int64) + 1)
-        for i, hyp in zip(nonempty, beam_search(model, src, src != PAD, sc.beam, max_lens, sc.length_penalty)):
-            results[i] = hyp
-    return results  # type: ignore[return-value]
+    device = search_device(sc.device) if device is None else device
+    return translate_ids(model, encoded, sc, device, precision=precision, ban_unk=ban_unk)
