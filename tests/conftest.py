@@ -25,10 +25,10 @@ ATTENTION_ARCHS = ("rnnsearch", "diagonal", "graves_window", "graves_ntm", "memn
 SRC_VOCAB, TGT_VOCAB = 23, 19
 
 
-def tiny_model(arch: str, seed: int = 0) -> torch.nn.Module:
+def tiny_model(arch: str, seed: int = 0, tgt_vocab: int = TGT_VOCAB) -> torch.nn.Module:
     """A small randomly initialised model whose attention is not uniform (v_a starts at 0 in the paper)."""
     torch.manual_seed(seed)
-    model = build_model(arch, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS[arch])
+    model = build_model(arch, SRC_VOCAB, tgt_vocab, TINY_PARAMS[arch])
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)

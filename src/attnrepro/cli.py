@@ -105,7 +105,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     src_vocab = len(src_tok)
     mc = cfg.model(args.model)
     search = cfg.search_of(args.model)
-    valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search) if mc.train.valid_bleu else None
+    valid_bleu = None
+    if mc.train.valid_bleu:  # searches on the training device, in bf16 where the model trains in bf16
+        valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search, mc.train.precision)
     try:
         train(
             mc,
@@ -138,28 +140,32 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     from attnrepro.data.tokenize import load_tokenizer_pair
     from attnrepro.decoding.attention_file import save_attention
-    from attnrepro.decoding.search import translate_lines
+    from attnrepro.decoding.search import search_device, translate_lines
     from attnrepro.evaluation.no_unk import write_no_unk_translations
     from attnrepro.evaluation.scoring import read_test_split
     from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
 
     cfg = load_config(args.config)
+    search = cfg.search_of(args.model) if args.model else cfg.search
+    device = search_device(search.device)  # before any loading: search.device cuda without a GPU fails at once
     lines, references = read_test_split(Path(args.src), Path(args.ref))
     torch.set_num_threads(args.threads)
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
     src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
-    search = cfg.search_of(args.model) if args.model else cfg.search
-    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
+    precision = cfg.model(args.model).train.precision if args.model else "fp32"  # bf16 autocast as it trained
+    hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search, device=device, precision=precision)
     out = Path(args.out)
     # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
     texts = [tgt_tok.decode(h.tokens) for h in hypotheses]
     out.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
     save_attention([h.attention for h in hypotheses], Path(args.attention))
-    print(f"{out}: {len(hypotheses)} translations")
+    print(f"{out}: {len(hypotheses)} translations ({device})")
     no_unk = (lines, references, texts) if spec.kind == "word" else None  # subwords have no No UNK subset
-    print(write_no_unk_translations(Path(args.out_no_unk), model, (src_tok, tgt_tok), search, no_unk))
+    print(
+        write_no_unk_translations(Path(args.out_no_unk), model, (src_tok, tgt_tok), search, no_unk, device, precision)
+    )
 
 
 def cmd_score(args: argparse.Namespace) -> None:

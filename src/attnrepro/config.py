@@ -192,6 +192,9 @@ class SearchConfig:
     max_len_a: float = 1.5
     max_len_b: int = 10
     batch_size: int = 64
+    batch_tokens: int = 0  # source tokens x beam per batch; 0: batch_size sentences
+    ban_unk: bool = False
+    device: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from attnrepro.data.tokenize import UNK, UNK_WORD, Tokenizer
 
 if TYPE_CHECKING:  # the search (torch) is imported only where a banned search runs: scoring stays torch-free
+    import torch
+
     from attnrepro.config import SearchConfig
     from attnrepro.models import Seq2SeqModel
 
@@ -54,6 +56,8 @@ def no_unk_translations(
     tokenizers: tuple[Tokenizer, Tokenizer],
     search: SearchConfig,
     texts: tuple[list[str], list[str], list[str]],
+    device: torch.device | None = None,
+    precision: str = "fp32",
 ) -> tuple[list[str], str]:
     """The No UNK subset's translations and how they were decoded (NO_UNK_BANNED or NO_UNK_MAIN);
     `texts`: the test sources, their references and the main search's translations."""
@@ -65,7 +69,7 @@ def no_unk_translations(
     if main_search_serves_no_unk(keep, translations):
         return translations, NO_UNK_MAIN
     subset = [line for line, k in zip(sources, keep) if k]
-    banned = translate_lines(model, src_tok, tgt_tok, subset, search, ban_unk=True)
+    banned = translate_lines(model, src_tok, tgt_tok, subset, search, device=device, precision=precision, ban_unk=True)
     return [tgt_tok.decode(h.tokens) for h in banned], NO_UNK_BANNED
 
 
@@ -75,12 +79,14 @@ def write_no_unk_translations(
     tokenizers: tuple[Tokenizer, Tokenizer],
     search: SearchConfig,
     texts: tuple[list[str], list[str], list[str]] | None,
+    device: torch.device | None = None,
+    precision: str = "fp32",
 ) -> str:
     """Write hyp_no_unk.txt (see `no_unk_translations`; empty when `texts` is None: a subword vocabulary
     has no No UNK subset) and say what was written."""
     if texts is None:
         out.write_text("", encoding="utf-8")
         return f"{out}: empty: a subword vocabulary has no No UNK subset"
-    subset, how = no_unk_translations(model, tokenizers, search, texts)
+    subset, how = no_unk_translations(model, tokenizers, search, texts, device, precision)
     out.write_text("".join(text + "\n" for text in subset), encoding="utf-8")
     return f"{out}: {len(subset)} translations of the No UNK subset ({how})"

@@ -4,16 +4,15 @@ the validation set, and the validation set's BLEU under beam search."""
 from __future__ import annotations
 
 import contextlib
-import copy
 
 import numpy as np
 import torch
 from torch import nn
 
 from attnrepro.config import SearchConfig
-from attnrepro.data.batching import Corpus, collate, pad, sentence_batches, token_batches
+from attnrepro.data.batching import Corpus, collate, token_batches
 from attnrepro.data.tokenize import PAD, Tokenizer
-from attnrepro.decoding.search import beam_search
+from attnrepro.decoding.search import translate_ids
 from attnrepro.evaluation.scoring import corpus_bleu
 from attnrepro.models import Seq2SeqModel
 
@@ -53,29 +52,18 @@ class ValidBleu:
     """sacreBLEU of the beam-search translations of the validation set.
 
     The references are the validation targets decoded from their ids (lossless for
-    sentencepiece; word vocabularies show their <unk>). Beam search runs on the CPU
-    (attnrepro.decoding.search is CPU-only), on a copy of the model when it trains on a GPU.
+    sentencepiece; word vocabularies show their <unk>). The search is `translate`'s
+    (attnrepro.decoding.search.translate_ids), on the device the model trains on, under bf16
+    autocast when `precision` (the model's train.precision) is bf16.
     """
 
-    def __init__(self, corpus: Corpus, tgt_tok: Tokenizer, sc: SearchConfig):
-        self.corpus, self.tgt_tok, self.sc = corpus, tgt_tok, sc
+    def __init__(self, corpus: Corpus, tgt_tok: Tokenizer, sc: SearchConfig, precision: str = "fp32"):
+        self.corpus, self.tgt_tok, self.sc, self.precision = corpus, tgt_tok, sc, precision
         self.references = [tgt_tok.decode(corpus.tgt(i).tolist()) for i in range(len(corpus))]
 
     def __call__(self, model: Seq2SeqModel) -> float:
-        cpu_model = model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
-        src_lens = self.corpus.src_lens
-        hypotheses = [""] * len(self.corpus)
-        for indices in sentence_batches(src_lens, self.sc.batch_size):
-            indices = [i for i in indices if src_lens[i] > 0]
-            if not indices:
-                continue
-            src = pad([self.corpus.src(i) for i in indices])
-            max_lens = torch.from_numpy(
-                np.floor(self.sc.max_len_a * src_lens[indices] + self.sc.max_len_b).astype(np.int64) + 1
-            )
-            for i, hyp in zip(
-                indices, beam_search(cpu_model, src, src != PAD, self.sc.beam, max_lens, self.sc.length_penalty)
-            ):
-                hypotheses[i] = self.tgt_tok.decode(hyp.tokens)
+        sources = [self.corpus.src(i) for i in range(len(self.corpus))]
+        device = next(model.parameters()).device
+        hypotheses = translate_ids(model, sources, self.sc, device, precision=self.precision)
         model.train()
-        return corpus_bleu(hypotheses, self.references)[0]
+        return corpus_bleu([self.tgt_tok.decode(h.tokens) for h in hypotheses], self.references)[0]
