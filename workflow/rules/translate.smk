@@ -9,7 +9,7 @@ rule translate:
         attention=f"{RESULTS}/{{model}}/attn.npz",
     params:
         config=RESOLVED_CONFIG,
-        search=lambda wildcards: {**config["search"], **config["models"][wildcards.model].get("search", {})},
+        settings=lambda wildcards: job_params("translate", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     threads: lambda wildcards: model_resources(wildcards).threads
     priority: lambda wildcards: model_resources(wildcards).priority  # a long model's search starts early too
