@@ -146,6 +146,12 @@ def model_resources(wildcards):
     return CFG.model(wildcards.model).resources
 
 
+def model_software(wildcards):
+    """The conda env (--software-deployment-method conda) of a model's train and translate jobs: the
+    CUDA build of torch when the job asks for a GPU (resources.gpu > 0), else the CPU build."""
+    return "../../envs/attnrepro-cuda.yaml" if model_resources(wildcards).gpu > 0 else "../../envs/attnrepro.yaml"
+
+
 def train_runtime(wildcards):
     """Minutes: resources.runtime, else `attnrepro estimate`'s (capped at resources.max_runtime)."""
     if model_resources(wildcards).runtime is not None:

@@ -22,7 +22,7 @@ rule train:
         runtime=train_runtime,
         slurm_extra=train_slurm_extra,
     conda:
-        "../../envs/attnrepro.yaml"
+        model_software
     log:
         f"{RESULTS}/logs/train_{{model}}.log",
     benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake

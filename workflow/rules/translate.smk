@@ -20,7 +20,7 @@ rule translate:
         mem_mb=lambda wildcards: model_resources(wildcards).mem_mb,
         runtime=lambda wildcards: model_resources(wildcards).translate_runtime,
     conda:
-        "../../envs/attnrepro.yaml"
+        model_software
     log:
         f"{RESULTS}/logs/translate_{{model}}.log",
     benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake
