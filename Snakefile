@@ -2,7 +2,7 @@
 
     snakemake --cores 2                                   # embedded default (config/config.yaml)
     snakemake --cores 8 --configfile config/wmt14_en_fr.yaml
-    snakemake figures                                     # tables and figures from finished runs
+    snakemake --cores 2 figures                           # tables and figures from finished runs
 """
 
 from snakemake.utils import min_version, validate
