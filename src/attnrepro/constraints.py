@@ -98,7 +98,7 @@ def _check_training(cfg: Config, m: ModelConfig) -> None:
 
 def _check_search(cfg: Config, m: ModelConfig) -> None:
     search = cfg.search_of(m.name)
-    # A source of one token may produce floor(a + b) tokens before </s> (decoding.search.translate_lines).
+    # The search allows floor(a * source length + b) tokens before </s>: floor(a + b) for a one-token source.
     if math.floor(search.max_len_a + search.max_len_b) < 1:
         where = f"models.{m.name}.search" if {"max_len_a", "max_len_b"} & set(m.search) else "search"
         raise ConfigError(
