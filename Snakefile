@@ -1,8 +1,8 @@
-"""attnrepro: the history of attention in NMT, one DAG (see ../shared/DESIGN.md, README.md).
+"""attnrepro: the history of attention in NMT, one DAG (see docs/design.md, README.md).
 
     snakemake --cores 2                                   # embedded default (config/config.yaml)
     snakemake --cores 8 --configfile config/wmt14_en_fr.yaml
-    snakemake figures                                     # tables and figures from finished runs
+    snakemake --cores 2 figures                           # tables and figures from finished runs
 """
 
 from snakemake.utils import min_version, validate
@@ -26,6 +26,12 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/translate.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+
+
+# The jobs' config file is written when a run has taken the lock and before its first job, never
+# while the DAG is parsed: a dry run, or a second run the lock refuses, leaves it alone.
+onstart:
+    write_resolved_config(RESOLVED_CONFIG)
 
 
 rule all:

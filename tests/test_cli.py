@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+import yaml
+
 from attnrepro.cli import main
 
 from conftest import REPO
@@ -50,3 +53,44 @@ def test_console_script_is_installed():
         "params",
     ):
         assert verb in out.stdout
+
+
+def test_a_user_error_is_one_line_naming_the_key_and_exit_status_1(tmp_path, capsys):
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    raw["models"]["transformer"]["params"]["heads"] = 3
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["params", "--config", str(config), "--model", "transformer"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"attnrepro params: error: {config}: models.transformer.params.heads=3 does not divide "
+        "models.transformer.params.d_model=128 (d_k = d_model / heads)"
+    ]
+
+
+def test_a_bug_shows_its_traceback(monkeypatch):
+    """A ValueError is not a user error: it used to be printed as one line, hiding where it came from."""
+
+    def buggy(args):
+        raise ValueError("an index off by one")
+
+    monkeypatch.setattr("attnrepro.cli.cmd_params", buggy)
+    with pytest.raises(ValueError, match="an index off by one"):
+        main(["params", "--config", str(REPO / "config/config.yaml"), "--model", "rnnsearch50"])
+
+
+def test_the_console_script_prints_a_traceback_for_a_bug_and_one_line_for_a_user_error(tmp_path):
+    code = (
+        "import sys; import attnrepro.cli as cli\n"
+        "def buggy(args): raise KeyError('src_mask')\n"
+        "cli.cmd_params = buggy if sys.argv[1] == 'bug' else cli.cmd_params\n"
+        "sys.exit(cli.main(sys.argv[2:]))\n"
+    )
+    args = ["params", "--config", str(tmp_path / "missing.yaml"), "--model", "rnnsearch50"]
+    user = subprocess.run([sys.executable, "-c", code, "user", *args], capture_output=True, text=True)
+    assert user.returncode == 1
+    assert user.stderr == f"attnrepro params: error: {tmp_path / 'missing.yaml'}: no such config file\n"
+    args[2] = str(REPO / "config/config.yaml")
+    bug = subprocess.run([sys.executable, "-c", code, "bug", *args], capture_output=True, text=True)
+    assert bug.returncode == 1 and bug.stderr.startswith("Traceback (most recent call last):")
+    assert bug.stderr.rstrip().endswith("KeyError: 'src_mask'")

@@ -197,3 +197,88 @@ def test_checks_name_the_configured_model_not_its_seed_runs():
     raw["models"]["rnnsearch50"]["train"]["max_src_len"] = 60
     with pytest.raises(ConfigError, match=r"^models.rnnsearch50.train.max_src_len=60"):
         from_dict(raw)
+
+
+def _wmt_raw() -> dict:
+    return yaml.safe_load((REPO / "config/wmt14_en_fr.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("raw", "edit", "message"),
+    [
+        (_raw, lambda c: c["models"]["transformer"]["params"].update(heads=3),
+         r"models\.transformer\.params\.heads=3 does not divide models\.transformer\.params\.d_model=128"),
+        (_raw, lambda c: c["models"]["transformer"]["params"].update(share_embeddings=True),
+         r"models\.transformer\.params\.share_embeddings needs tokenizers\.word\.shared: true"),
+        (_raw, lambda c: c["models"]["memnet"]["params"].update(max_positions=79),
+         r"models\.memnet\.params\.max_positions=79 is shorter .*\(data\.synthetic\.max_test_len=80\)"),
+        (_wmt_raw, lambda c: c["models"]["memnet50"]["params"].update(max_positions=49),
+         r"models\.memnet50\.params\.max_positions=49 is shorter .*\(models\.memnet50\.train\.max_src_len=50\)"),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(schedule="inverse_sqrt"),
+         r"models\.rnnsearch50\.train\.schedule: inverse_sqrt needs a d_model; arch rnnsearch has none"),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(update_tokens=999),
+         r"models\.rnnsearch50\.train\.update_tokens=999 is less than one batch \(.*batch_tokens=1000\)"),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=5),
+         r"models\.rnnsearch50\.train\.average_last=5 exceeds the 4 checkpoints"),
+        (_raw, lambda c: c["search"].update(max_len_a=0, max_len_b=0),
+         r"^search\.max_len_a=0 and max_len_b=0 allow no word before </s>"),
+        (_raw, lambda c: c["models"]["rnnsearch50"].update(search={"max_len_a": 0.5, "max_len_b": 0}),
+         r"models\.rnnsearch50\.search\.max_len_a=0\.5 and max_len_b=0 allow no word"),
+        (_wmt_raw, lambda c: c["data"]["wmt"]["clean"].update(min_len=81),
+         r"data\.wmt\.clean\.min_len=81 exceeds data\.wmt\.clean\.max_len=80"),
+    ],
+)  # fmt: skip
+def test_keys_that_cannot_work_together_stop_before_any_job(raw, edit, message):
+    """Each of these passed validation and failed inside a job (or silently did something else)."""
+    config = raw()
+    edit(config)
+    with pytest.raises(ConfigError, match=message):
+        from_dict(config)
+
+
+def test_the_boundaries_of_those_constraints_are_valid():
+    raw = _raw()
+    raw["models"]["transformer"]["params"].update(heads=8)  # d_k = 16
+    raw["models"]["memnet"]["params"].update(max_positions=80)  # the longest test sentence exactly
+    raw["models"]["rnnsearch50"]["train"].update(update_tokens=1000, average_last=4)
+    raw["search"].update(max_len_a=1, max_len_b=0)  # one word for a one-word source
+    cfg = from_dict(raw)
+    assert cfg.model("transformer").params["heads"] == 8 and cfg.search_of("seq2seq").max_len_a == 1
+
+
+def test_a_schema_violation_is_a_config_error_naming_the_key_on_one_line():
+    raw = _raw()
+    raw["models"]["rnnsearch50"]["train"]["lr"] = "fast"
+    with pytest.raises(ConfigError) as info:
+        from_dict(raw)
+    assert str(info.value) == "models.rnnsearch50.train.lr: 'fast' is not of type 'number'"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, r"missing\.yaml: no such config file$"),
+        ("dataset: x\n  data: y\n", r"bad\.yaml:2: not valid YAML: mapping values are not allowed here$"),
+        ("- a list\n", r"bad\.yaml: expected a mapping at the top level$"),
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_named(tmp_path, text, message):
+    path = tmp_path / ("missing.yaml" if text is None else "bad.yaml")
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_snakemake_dry_run_stops_on_keys_that_cannot_work_together(tmp_path):
+    raw = _raw()
+    raw["models"]["transformer"]["params"]["heads"] = 3
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad), "--directory", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "models.transformer.params.heads=3 does not divide models.transformer.params.d_model=128" in out.stdout
+    assert not (tmp_path / "results").exists()

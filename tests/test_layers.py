@@ -12,6 +12,7 @@ PACKAGE = REPO / "src" / "attnrepro"
 LAYERS = {  # lowest first (docs/design.md)
     "errors": 0,
     "config": 0,
+    "constraints": 0,
     "data": 1,
     "models": 2,
     "decoding": 3,

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from conftest import REPO
+
+# every shipped config (not the download lock files beside them): README users dry-run each
+CONFIGS = sorted(c for c in (REPO / "config").glob("*.yaml") if not c.name.endswith(".lock.yaml"))
 
 
 def _commands() -> list[str]:
@@ -24,3 +34,68 @@ def test_readme_first_screen_has_the_two_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (REPO / ".ci/run").read_text().splitlines()
     assert _commands()[1] in ci
+
+
+@pytest.fixture(scope="module")
+def readme_install(tmp_path_factory) -> Path:
+    """A fresh virtualenv with README command 1's install alone (no test extras), and a tiny finished run
+    made with it: returns the run's folder, whose .venv/bin holds the commands."""
+    run = tmp_path_factory.mktemp("readme")
+    steps = _commands()[0].split(" && ")
+    assert steps[:2] == ["python3 -m venv .venv", ". .venv/bin/activate"] and steps[-1] == "snakemake --cores 2"
+    venv = run / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # not --system-site-packages
+    install = subprocess.run(
+        ["bash", "-c", " && ".join(steps[2:-1])], cwd=REPO, env=_env(venv), capture_output=True, text=True
+    )
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    tiny = _run(venv, "snakemake", "--cores", "2", "--configfile", str(REPO / "config/test.yaml"), cwd=run)
+    assert tiny.returncode == 0, tiny.stdout[-3000:]
+    return run
+
+
+def _env(venv: Path) -> dict[str, str]:
+    """The environment of a shell that ran `. .venv/bin/activate`, without this test run's own Python path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    return {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}"}
+
+
+def _run(venv: Path, command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    if command == "snakemake":
+        args = ("--snakefile", str(REPO / "Snakefile"), *args)
+    return subprocess.run([str(venv / "bin" / command), *args], cwd=cwd, env=_env(venv), capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_readme_command_1_installs_no_executor_plugin(readme_install):
+    """The SLURM plugin runs `scontrol show config` whenever Snakemake starts: only `.[slurm]` installs it."""
+    python = readme_install / ".venv" / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import snakemake_executor_plugin_slurm"], capture_output=True)
+    assert probe.returncode != 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("command", "args", "expected"),
+    [
+        ("snakemake", ["--report", "results/report.html", "--configfile", "config/test.yaml"], "results/report.html"),
+        # Snakemake 9 refuses a local run without --cores even when nothing is to be done
+        ("snakemake", ["--cores", "1", "figures", "--configfile", "config/test.yaml"], "Nothing to be done"),
+        ("attnrepro", ["params", "--config", "config/config.yaml", "--model", "rnnsearch50"], "rnnsearch50: rnnsearch"),
+        ("attnrepro", ["estimate", "--config", "config/wmt14_en_fr.yaml"], "GPU-hours"),
+        *[("snakemake", ["-n", "--configfile", f"config/{c.name}"], "This was a dry-run") for c in CONFIGS],
+    ],
+    ids=lambda v: v if isinstance(v, str) else " ".join(v),
+)
+def test_every_command_the_readme_shows_works_after_readme_command_1(readme_install, command, args, expected):
+    """Each against the tiny finished run (dry runs in a folder of their own); config paths as in the README."""
+    args = [str(REPO / a) if a.startswith("config/") else a for a in args]
+    cwd = readme_install if "-n" not in args else readme_install / "plan"
+    cwd.mkdir(exist_ok=True)
+    out = _run(readme_install / ".venv", command, *args, cwd=cwd)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    if expected == "results/report.html":
+        report = (cwd / expected).read_text()
+        assert report.lower().startswith("<!doctype html>") and "bleu_by_length.png" in report
+    else:
+        assert expected in out.stdout + out.stderr

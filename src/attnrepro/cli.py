@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from attnrepro.config import ConfigError, load_config
+from attnrepro.config import load_config
+from attnrepro.errors import AttnreproError, ConfigError
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -378,12 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from attnrepro.data.download import DownloadError
-
+    """Run one verb: a problem the user can fix (`AttnreproError`) is one line on stderr and exit status 1."""
     args = build_parser().parse_args(argv)
     try:
         status = args.func(args)
-    except (ConfigError, ValueError, FileNotFoundError, FloatingPointError, DownloadError) as err:
+    except AttnreproError as err:  # anything else is a bug of ours and shows its traceback
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
     return status if isinstance(status, int) else 0  # launch passes on its command's exit status

@@ -1,14 +1,14 @@
 """The one place configuration is parsed: YAML -> JSON-schema validation -> frozen dataclasses.
 
-The Snakefile validates `config` against `SCHEMA_PATH` (filling defaults) and writes the
-result to `results/{dataset}/config.yaml`; every `attnrepro` verb reads that file back
-through `load_config`, so jobs see exactly what the workflow validated.
+The Snakefile validates `config` against `SCHEMA_PATH` (filling defaults); a run writes the
+result to `results/{dataset}/config.yaml` when it starts, and every `attnrepro` verb reads that
+file back through `load_config`, so jobs see exactly what the workflow validated. Constraints
+between keys are checked by `attnrepro.constraints`.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from attnrepro.errors import ConfigError  # noqa: F401  (re-exported: config errors are raised here)
+from attnrepro import constraints
+from attnrepro.errors import ConfigError
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -266,10 +267,19 @@ def _build(cls: type, values: dict[str, Any]) -> Any:
 
 
 def validate(raw: dict[str, Any]) -> dict[str, Any]:
-    """Validate `raw` against the schema, filling defaults in place; raises naming the key."""
+    """Validate `raw` against the schema, filling defaults in place; a violation raises `ConfigError` naming the key."""
+    from jsonschema import ValidationError
+    from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate as snakemake_validate
 
-    snakemake_validate(raw, str(SCHEMA_PATH))
+    try:
+        snakemake_validate(raw, str(SCHEMA_PATH))
+    except WorkflowError as err:
+        violation = err.__context__  # Snakemake raises its WorkflowError while handling jsonschema's
+        if not isinstance(violation, ValidationError):
+            raise
+        key = ".".join(str(part) for part in violation.absolute_path) or "(top level)"
+        raise ConfigError(f"{key}: {violation.message}") from err
     return raw
 
 
@@ -369,65 +379,31 @@ def from_dict(raw: dict[str, Any]) -> Config:
     cfg = Config(
         dataset=raw["dataset"],
         tokenizers=tokenizers,
-        models=_seed_runs(models, raw.get("seeds")),  # the checks below name the configured models
+        models=_seed_runs(models, raw.get("seeds")),  # constraints name the configured model (ModelConfig.base)
         synthetic=synthetic,
         wmt=wmt,
         search=_build(SearchConfig, raw["search"]),
         evaluate=_build(EvaluateConfig, raw["evaluate"]),
         resources=resources,
     )
-    for name, t in tokenizers.items():
-        if t.train_split not in cfg.splits or not t.train_split.startswith("train"):
-            raise ConfigError(
-                f"tokenizers.{name}.train_split: {t.train_split!r} is not a training split "
-                f"(configured: {', '.join(s for s in cfg.splits if s.startswith('train'))})"
-            )
-        if t.shared and t.side_vocab_size("src") != t.side_vocab_size("tgt"):
-            raise ConfigError(
-                f"tokenizers.{name}: a shared vocabulary has one size; drop src_vocab_size/tgt_vocab_size"
-            )
-        if t.kind == "spm" and t.pretokenize != "none":
-            raise ConfigError(f"tokenizers.{name}.pretokenize: sentencepiece reads raw text; use pretokenize: none")
-    for name, m in models.items():
-        shared = tokenizers[m.tokenizer].shared
-        if m.arch == "transformer" and m.params.get("share_embeddings", True) and not shared:
-            raise ConfigError(
-                f"models.{name}.params.share_embeddings needs tokenizers.{m.tokenizer}.shared: true "
-                "(one vocabulary, Vaswani §3.4)"
-            )
-    for name, m in models.items():
-        _check_train(f"models.{name}.train", m.train, synthetic)
+    constraints.check(cfg)
     return cfg
 
 
-def _check_train(key: str, tc: TrainConfig, synthetic: SyntheticDataConfig | None) -> None:
-    """Constraints between train keys (and the synthetic corpus) that the schema cannot state."""
-    checkpoints = math.ceil(tc.max_steps / tc.checkpoint_every)
-    if tc.average_last > checkpoints:
-        raise ConfigError(
-            f"{key}.average_last={tc.average_last} exceeds the {checkpoints} checkpoints"
-            f" that max_steps={tc.max_steps} and checkpoint_every={tc.checkpoint_every} write"
-        )
-    if tc.patience > 0 and tc.average_last > 1:
-        raise ConfigError(
-            f"{key}: patience={tc.patience} translates the best validation's weights, average_last="
-            f"{tc.average_last} the mean of the last checkpoints; set one of them (patience: 0 or average_last: 1)"
-        )
-    if synthetic is not None and tc.max_src_len > synthetic.max_train_len:
-        raise ConfigError(
-            f"{key}.max_src_len={tc.max_src_len} exceeds data.synthetic.max_train_len={synthetic.max_train_len}"
-        )
-
-
 def load_config(path: str | Path) -> Config:
+    """Read, validate and build a config file; every problem with it is a `ConfigError` naming the file."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        mark = getattr(err, "problem_mark", None)  # where the parser stopped, for a syntax error
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from err
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     try:
         return from_dict(raw)
-    except Exception as err:
+    except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from err

@@ -17,3 +17,7 @@ class ConfigError(AttnreproError, ValueError):
 
 class DataError(AttnreproError, ValueError):
     """A data file that cannot be used (names the file and, where it applies, the line)."""
+
+
+class TrainingError(AttnreproError):
+    """Training that cannot go on as configured: a loss or weights that are no longer finite (names the step)."""

@@ -1,6 +1,10 @@
-# Shared names for every rule file. The validated config is written once to
-# results/{dataset}/config.yaml, which every `attnrepro` verb reads back.
+# Shared names for every rule file. Every `attnrepro` verb reads the validated config from
+# results/{dataset}/config.yaml, which the Snakefile's `onstart` writes when a run starts (never
+# while the DAG is parsed: a dry run, or a run the lock refuses, must not change what the jobs of
+# a running workflow read). Each rule passes `job_params` of its job as a param, so Snakemake
+# reruns exactly the jobs whose settings changed.
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -16,17 +20,14 @@ TOKENIZERS = list(CFG.tokenizers)
 RESOLVED_CONFIG = f"{RESULTS}/config.yaml"
 
 
-def _write_resolved_config(path):
-    """Write the validated config (defaults filled) only when it changed, keeping mtimes stable."""
+def write_resolved_config(path):
+    """Write the validated config (defaults filled) that this run's jobs read; only when it changed."""
     text = yaml.safe_dump(config, sort_keys=False)
     if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(f"{path}.tmp", "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(f"{path}.tmp", path)
-
-
-_write_resolved_config(RESOLVED_CONFIG)
 
 
 wildcard_constraints:
@@ -46,12 +47,67 @@ if CFG.wmt is not None:
     LOCK_FILE = WMT.lock_file or str(CONFIG_FILE.with_name(f"{CONFIG_FILE.stem}.lock.yaml"))
 
 
-def corpus_archive(wildcards):
-    return f"{DOWNLOADS}/{WMT.files[WMT.corpora[wildcards.corpus].file].name}"
-
-
 def split_raw(side):
     return lambda wildcards: [f"{RESULTS}/raw/{c}.{side}" for c in WMT.splits[wildcards.split]]
+
+
+# ---- the parsed config a job reads: its rerun trigger ----
+def _fields(obj, *drop):
+    """A config dataclass as plain data (what Snakemake stores and compares), without the fields in `drop`."""
+    values = dataclasses.asdict(obj)
+    for name in drop:
+        del values[name]
+    return _sorted(values)
+
+
+def _sorted(value):
+    """Mappings with their keys in order: the order of keys in a YAML file never reruns a job."""
+    return {k: _sorted(v) for k, v in sorted(value.items())} if isinstance(value, dict) else value
+
+
+def _train_params(model):
+    """Everything that shapes a training run; not the label, resources or (without valid_bleu) search."""
+    mc = CFG.model(model)
+    search = _fields(CFG.search_of(model)) if mc.train.valid_bleu else None
+    return {**_fields(mc, "label", "resources", "search"), "valid_search": search}
+
+
+def _clean_params(split):
+    """A split's corpora; the filters only for train* splits (evaluation splits keep every sentence)."""
+    clean = _fields(WMT.clean) if split.startswith("train") else {"invalid_utf8": WMT.clean.invalid_utf8}
+    return {"corpora": WMT.splits[split], "clean": clean}
+
+
+def _report_params():
+    """Tables and figures read every model's settings and labels, and the evaluation's."""
+    models = {name: _fields(m, "resources") for name, m in CFG.models.items()}
+    return {"dataset": DATASET, "models": models, "evaluate": _fields(CFG.evaluate), "languages": CFG.languages}
+
+
+_JOB_PARAMS = {
+    "generate": lambda wc: _fields(CFG.synthetic),
+    "download": lambda wc: {"url": WMT.files[FILE_OF_ARCHIVE[wc.archive]].url},  # sizes/hashes only check it
+    "extract": lambda wc: _fields(WMT.corpora[wc.corpus], "lines"),  # lines: a check of the output
+    "clean": lambda wc: _clean_params(wc.split),
+    "tokenizer": lambda wc: {**_fields(CFG.tokenizer_named(wc.tokenizer)), "languages": CFG.languages},
+    "encode": lambda wc: {**_fields(CFG.tokenizer_named(wc.tokenizer)), "languages": CFG.languages},
+    "train": lambda wc: _train_params(wc.model),
+    "average": lambda wc: {"average_last": CFG.model(wc.model).train.average_last},
+    "translate": lambda wc: _fields(CFG.search_of(wc.model)),
+    "score": lambda wc: {**_fields(CFG.evaluate, "n_alignments"), "label": CFG.model(wc.model).label},
+    "figure_alignments": lambda wc: {"label": CFG.model(wc.model).label, "n": CFG.evaluate.n_alignments},
+    "report": lambda wc: _report_params(),
+}
+
+
+def job_params(rule, wildcards):
+    """The settings of the parsed config (CFG) that a job of `rule` reads, as plain data.
+
+    Rules pass this as a param: Snakemake reruns a job when it changes, and only then (a model's
+    resources or label never retrain it). Taken from CFG, not the raw `config`, so models that
+    exist only in the parsed config (seed runs) work in every rule.
+    """
+    return _JOB_PARAMS[rule](wildcards)
 
 
 # ---- tokenizers: each model names one ----
@@ -84,6 +140,12 @@ def split_text(side):
 def model_resources(wildcards):
     """resources of wildcards.model: the top-level config `resources` with the model's own over them."""
     return CFG.model(wildcards.model).resources
+
+
+def model_software(wildcards):
+    """The conda env (--software-deployment-method conda) of a model's train and translate jobs: the
+    CUDA build of torch when the job asks for a GPU (resources.gpu > 0), else the CPU build."""
+    return "../../envs/attnrepro-cuda.yaml" if model_resources(wildcards).gpu > 0 else "../../envs/attnrepro.yaml"
 
 
 def train_runtime(wildcards):

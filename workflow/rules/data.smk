@@ -12,7 +12,7 @@ if CFG.synthetic is not None:
             ),
         params:
             config=RESOLVED_CONFIG,
-            synthetic=config["data"].get("synthetic"),
+            settings=lambda wildcards: job_params("generate", wildcards),
             out_dir=lambda wildcards, output: os.path.dirname(output[0]),
         conda:
             "../../envs/attnrepro.yaml"
@@ -35,6 +35,7 @@ else:
             config=RESOLVED_CONFIG,
             file=lambda wildcards: FILE_OF_ARCHIVE[wildcards.archive],
             lock=LOCK_FILE,
+            settings=lambda wildcards: job_params("download", wildcards),
         wildcard_constraints:
             archive="|".join(re.escape(name) for name in FILE_OF_ARCHIVE),
         conda:
@@ -56,6 +57,7 @@ else:
             tgt=f"{RESULTS}/raw/{{corpus}}.tgt",
         params:
             config=RESOLVED_CONFIG,
+            settings=lambda wildcards: job_params("extract", wildcards),
         wildcard_constraints:
             corpus="|".join(WMT.corpora),
         conda:
@@ -78,7 +80,7 @@ else:
             manifest=f"{RESULTS}/data/{{split}}.manifest.json",
         params:
             config=RESOLVED_CONFIG,
-            clean=config["data"]["wmt"]["clean"],
+            settings=lambda wildcards: job_params("clean", wildcards),
             raw_dir=f"{RESULTS}/raw",
             out_dir=lambda wildcards, output: os.path.dirname(output.src),
         conda:

@@ -17,9 +17,7 @@ rule score:
         csv=f"{RESULTS}/{{model}}/bleu_by_length.csv",
     params:
         config=RESOLVED_CONFIG,
-        evaluate={  # what the scores depend on
-            k: config["evaluate"][k] for k in ("bucket_width", "max_len", "bootstrap_resamples", "bootstrap_seed")
-        },
+        settings=lambda wildcards: job_params("score", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     conda:
         "../../envs/attnrepro.yaml"

@@ -54,6 +54,7 @@ rule tables:
         by_length_caption=f"{CAPTIONS}/bleu_by_length_table.rst",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("report", wildcards),
         results=lambda wildcards, input: os.path.dirname(os.path.dirname(input.logs[0])),
         out_dir=lambda wildcards, output: os.path.dirname(output.table1),
         captions=lambda wildcards, output: os.path.dirname(output.table1_caption),
@@ -83,6 +84,7 @@ rule figure_length:
         caption=f"{CAPTIONS}/bleu_by_length.rst",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("report", wildcards),
         results=lambda wildcards, input: os.path.dirname(os.path.dirname(input.logs[0])),
         figure=lambda wildcards, output: os.path.splitext(output.png)[0],
     conda:
@@ -115,6 +117,7 @@ rule figure_alignments:
         caption=f"{CAPTIONS}/alignments_{{model}}.rst",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("figure_alignments", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
         figure=lambda wildcards: f"{RESULTS}/figures/alignment_{wildcards.model}",
     wildcard_constraints:
@@ -146,6 +149,7 @@ rule figure_training:
         caption=f"{CAPTIONS}/training_curves.rst",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("report", wildcards),
         results=lambda wildcards, input: os.path.dirname(os.path.dirname(input.logs[0])),
         figure=lambda wildcards, output: os.path.splitext(output.png)[0],
     conda:

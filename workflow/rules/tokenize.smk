@@ -11,7 +11,7 @@ rule tokenizer:
         tgt=f"{RESULTS}/tokenizer/{{tokenizer}}/tgt.model",
     params:
         config=RESOLVED_CONFIG,
-        tokenizer=lambda wildcards: config["tokenizers"][wildcards.tokenizer],
+        settings=lambda wildcards: job_params("tokenizer", wildcards),
         out_dir=lambda wildcards, output: os.path.dirname(output.src),
     threads: CFG.resources.threads
     conda:
@@ -33,6 +33,7 @@ rule encode:
         f"{RESULTS}/encoded/{{tokenizer}}/{{split}}.npz",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("encode", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     wildcard_constraints:
         split="train|valid",

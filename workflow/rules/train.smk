@@ -9,7 +9,7 @@ rule train:
         log=f"{RESULTS}/{{model}}/train_log.csv",
     params:
         config=RESOLVED_CONFIG,
-        model=lambda wildcards: config["models"][wildcards.model],
+        settings=lambda wildcards: job_params("train", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
         out_dir=lambda wildcards, output: os.path.dirname(output.checkpoint),
     threads: lambda wildcards: model_resources(wildcards).threads
@@ -22,7 +22,7 @@ rule train:
         runtime=train_runtime,
         slurm_extra=train_slurm_extra,
     conda:
-        "../../envs/attnrepro.yaml"
+        model_software
     log:
         f"{RESULTS}/logs/train_{{model}}.log",
     benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake
@@ -41,6 +41,7 @@ rule average:
         f"{RESULTS}/{{model}}/averaged.pt",
     params:
         config=RESOLVED_CONFIG,
+        settings=lambda wildcards: job_params("average", wildcards),
     log:
         f"{RESULTS}/logs/average_{{model}}.log",
     conda:

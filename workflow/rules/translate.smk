@@ -12,7 +12,7 @@ rule translate:
         attention=f"{RESULTS}/{{model}}/attn.npz",
     params:
         config=RESOLVED_CONFIG,
-        search=lambda wildcards: {**config["search"], **config["models"][wildcards.model].get("search", {})},
+        settings=lambda wildcards: job_params("translate", wildcards),
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     threads: lambda wildcards: model_resources(wildcards).threads
     priority: lambda wildcards: model_resources(wildcards).priority  # a long model's search starts early too
@@ -23,7 +23,7 @@ rule translate:
         mem_mb=lambda wildcards: model_resources(wildcards).mem_mb,
         runtime=lambda wildcards: model_resources(wildcards).translate_runtime,
     conda:
-        "../../envs/attnrepro.yaml"
+        model_software
     log:
         f"{RESULTS}/logs/translate_{{model}}.log",
     benchmark:  # wall time, CPU time and peak memory (max_rss, MB) of the job, measured by Snakemake

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnrepro.errors import ConfigError
 from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
 
 
@@ -61,8 +62,9 @@ class MemNet(Seq2SeqModel):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         if src.size(1) > self.temporal[0].num_embeddings:
-            raise ValueError(
-                f"memnet: source of {src.size(1)} tokens, max_positions is {self.temporal[0].num_embeddings}"
+            raise ConfigError(
+                f"memnet: a source of {src.size(1)} tokens is longer than params.max_positions="
+                f"{self.temporal[0].num_embeddings}"
             )
         encoding = position_encoding(src_mask.sum(1), src.size(1), self.out.in_features).to(self.out.weight.dtype)
         positions = torch.arange(src.size(1), device=src.device)

@@ -14,6 +14,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnrepro.errors import ConfigError
 from attnrepro.models.base import Memory, Seq2SeqModel, State
 
 
@@ -102,7 +103,9 @@ class Transformer(Seq2SeqModel):
     ):
         super().__init__()
         if share_embeddings and src_vocab != tgt_vocab:
-            raise ValueError(f"share_embeddings needs one vocabulary; got {src_vocab} source, {tgt_vocab} target")
+            raise ConfigError(
+                f"params.share_embeddings needs one vocabulary; got {src_vocab} source, {tgt_vocab} target"
+            )
         self.d_model = d_model
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model, padding_idx=self.pad_id)
         self.src_embed = (

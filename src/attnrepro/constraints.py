@@ -1,0 +1,112 @@
+"""Cross-key constraints of a parsed configuration: what the schema cannot say, checked before any job.
+
+`config.from_dict` runs `check` on every config it builds, so `snakemake -n` stops on these like on
+a mistyped key. Each check raises `ConfigError` naming the key to change and why; a value that
+only works badly (e.g. `valid_every` > `max_steps`: training still validates and checkpoints at
+its last step) is not an error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from attnrepro.errors import ConfigError
+
+if TYPE_CHECKING:
+    from attnrepro.config import Config, ModelConfig
+
+
+def check(cfg: Config) -> None:
+    """Raise `ConfigError` for the first constraint `cfg` breaks."""
+    _check_tokenizers(cfg)
+    _check_data(cfg)
+    for m in cfg.models.values():
+        _check_architecture(cfg, m)
+        _check_training(cfg, m)
+        _check_search(cfg, m)
+
+
+def _check_tokenizers(cfg: Config) -> None:
+    for name, t in cfg.tokenizers.items():
+        if t.train_split not in cfg.splits or not t.train_split.startswith("train"):
+            raise ConfigError(
+                f"tokenizers.{name}.train_split: {t.train_split!r} is not a training split "
+                f"(configured: {', '.join(s for s in cfg.splits if s.startswith('train'))})"
+            )
+        if t.shared and t.side_vocab_size("src") != t.side_vocab_size("tgt"):
+            raise ConfigError(
+                f"tokenizers.{name}: a shared vocabulary has one size; drop src_vocab_size/tgt_vocab_size"
+            )
+        if t.kind == "spm" and t.pretokenize != "none":
+            raise ConfigError(f"tokenizers.{name}.pretokenize: sentencepiece reads raw text; use pretokenize: none")
+
+
+def _check_data(cfg: Config) -> None:
+    if cfg.wmt is not None and cfg.wmt.clean.min_len > cfg.wmt.clean.max_len:
+        clean = cfg.wmt.clean
+        raise ConfigError(
+            f"data.wmt.clean.min_len={clean.min_len} exceeds data.wmt.clean.max_len={clean.max_len}: "
+            "the filter would drop every training pair"
+        )
+
+
+def _check_architecture(cfg: Config, m: ModelConfig) -> None:
+    """What a model's constructor needs of its params, and of the data it will read."""
+    key = f"models.{m.base}.params"
+    if m.arch == "transformer":
+        d_model, heads = m.params["d_model"], m.params["heads"]
+        if d_model % heads:  # Vaswani 2017, §3.2.2: d_k = d_v = d_model / h
+            raise ConfigError(f"{key}.heads={heads} does not divide {key}.d_model={d_model} (d_k = d_model / heads)")
+        if m.params["share_embeddings"] and not cfg.tokenizers[m.tokenizer].shared:
+            raise ConfigError(
+                f"{key}.share_embeddings needs tokenizers.{m.tokenizer}.shared: true (one vocabulary, Vaswani §3.4)"
+            )
+    if m.arch == "memnet":
+        # One temporal encoding T(i) per source position (MemN2N §4.1): the longest source must have one.
+        longest = {f"models.{m.base}.train.max_src_len": m.train.max_src_len}
+        if cfg.synthetic is not None:  # every test sentence is translated, up to max_test_len words
+            longest["data.synthetic.max_test_len"] = cfg.synthetic.max_test_len
+        source_key, tokens = max(longest.items(), key=lambda item: item[1])
+        if m.params["max_positions"] < tokens:
+            raise ConfigError(
+                f"{key}.max_positions={m.params['max_positions']} is shorter than the sources it will read "
+                f"({source_key}={tokens})"
+            )
+
+
+def _check_training(cfg: Config, m: ModelConfig) -> None:
+    tc, key = m.train, f"models.{m.base}.train"
+    if tc.schedule == "inverse_sqrt" and m.arch != "transformer":  # Vaswani 2017, eq. (3) scales by d_model^-0.5
+        raise ConfigError(f"{key}.schedule: inverse_sqrt needs a d_model; arch {m.arch} has none (use constant)")
+    if 0 < tc.update_tokens < tc.batch_tokens:
+        raise ConfigError(
+            f"{key}.update_tokens={tc.update_tokens} is less than one batch ({key}.batch_tokens={tc.batch_tokens}): "
+            "use 0 for one batch per update, or at least batch_tokens"
+        )
+    checkpoints = math.ceil(tc.max_steps / tc.checkpoint_every)
+    if tc.average_last > checkpoints:
+        raise ConfigError(
+            f"{key}.average_last={tc.average_last} exceeds the {checkpoints} checkpoints"
+            f" that max_steps={tc.max_steps} and checkpoint_every={tc.checkpoint_every} write"
+        )
+    if tc.patience > 0 and tc.average_last > 1:
+        raise ConfigError(
+            f"{key}: patience={tc.patience} translates the best validation's weights, average_last="
+            f"{tc.average_last} the mean of the last checkpoints; set one of them (patience: 0 or average_last: 1)"
+        )
+    if cfg.synthetic is not None and tc.max_src_len > cfg.synthetic.max_train_len:
+        raise ConfigError(
+            f"{key}.max_src_len={tc.max_src_len} exceeds data.synthetic.max_train_len={cfg.synthetic.max_train_len}"
+        )
+
+
+def _check_search(cfg: Config, m: ModelConfig) -> None:
+    search = cfg.search_of(m.name)
+    # The search allows floor(a * source length + b) tokens before </s>: floor(a + b) for a one-token source.
+    if math.floor(search.max_len_a + search.max_len_b) < 1:
+        where = f"models.{m.base}.search" if {"max_len_a", "max_len_b"} & set(m.search) else "search"
+        raise ConfigError(
+            f"{where}.max_len_a={search.max_len_a} and max_len_b={search.max_len_b} allow no word before </s>: "
+            "every translation would be empty"
+        )
