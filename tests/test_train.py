@@ -27,7 +27,7 @@ from attnrepro.data.tokenize import load_tokenizer
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
 from attnrepro.training.loop import atomic_save, load_checkpoint, train
-from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
+from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, rnnsearch10_config
@@ -285,8 +285,8 @@ def test_a_run_past_a_lowered_max_steps_trains_from_step_0(test_config, tiny_cor
 
 def test_gradient_accumulation_covers_update_tokens():
     tc = TrainConfig(batch_tokens=4096, update_tokens=50000)  # Vaswani: ~25k source + 25k target tokens
-    assert [batches_per_update(tc, n) for n in (1, 2, 8)] == [13, 14, 16]  # a multiple of the ranks
-    assert batches_per_update(TrainConfig(), 1) == 1 and batches_per_update(TrainConfig(), 4) == 4
+    assert [tc.batches_per_update(n) for n in (1, 2, 8)] == [13, 14, 16]  # a multiple of the ranks
+    assert TrainConfig().batches_per_update(1) == 1 and TrainConfig().batches_per_update(4) == 4
 
 
 def test_inverse_sqrt_schedule_is_vaswani_eq_3():
@@ -567,7 +567,7 @@ def test_new_train_keys_default_to_the_embedded_behaviour_and_are_validated():
     assert (tc.update_tokens, tc.device, tc.precision, tc.compile, tc.average_last, tc.valid_bleu) == (
         0, "auto", "fp32", False, 1, False,
     )  # fmt: skip
-    assert batches_per_update(tc, 1) == 1  # one batch per update, as before these keys existed
+    assert tc.batches_per_update(1) == 1  # one batch per update, as before these keys existed
     raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
     raw["models"]["rnnsearch10"]["train"]["precision"] = "fp16"
     with pytest.raises(Exception, match="fp16"):

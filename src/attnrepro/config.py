@@ -9,6 +9,7 @@ between keys are checked by `attnrepro.constraints`.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.max_tgt_len is None:  # the -30/-50 filter is on pairs: the target side defaults to the source's
             object.__setattr__(self, "max_tgt_len", self.max_src_len)
+
+    def batches_per_update(self, world_size: int) -> int:
+        """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
+        wanted = max(1, math.ceil(self.update_tokens / self.batch_tokens))
+        return math.ceil(wanted / world_size) * world_size
 
 
 @dataclass(frozen=True)

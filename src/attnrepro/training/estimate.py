@@ -65,13 +65,12 @@ def runtime_minutes(resources: ResourcesConfig, wall_hours: float) -> int:
 
 
 def estimate(cfg: Config, model: str) -> Budget:
-    from attnrepro.training.loop import batches_per_update
 
     mc = cfg.model(model)
     res, tc = mc.resources, mc.train
     gpus = max(res.gpu, 1)  # a CPU job is costed as one device at the stated throughput
     parameters = count_model_parameters(cfg, model)
-    tokens_per_update = batches_per_update(tc, gpus) * tc.batch_tokens
+    tokens_per_update = tc.batches_per_update(gpus) * tc.batch_tokens
     tokens = tc.max_steps * tokens_per_update
     flops = 6.0 * parameters * tokens  # C = 6 N D
     gpu_hours = flops / (res.throughput_tflops * 1e12) / 3600

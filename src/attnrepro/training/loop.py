@@ -64,7 +64,7 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
 from attnrepro.training.pairs import describe_filter, filter_pairs, scorable_pairs
-from attnrepro.training.schedule import batches_per_update, lr_at, make_optimizer
+from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.state import Cadence, TrainState
 from attnrepro.training.validation import loss_fn, valid_loss
 
@@ -173,7 +173,7 @@ class Trainer:
             (out_dir / "filter.json").write_text(json.dumps(kept_record, indent=1) + "\n")
         if len(self.kept) == 0:
             raise DataError(f"{train_path}: no training pair is left ({describe_filter(kept_record)})")
-        self.per_update = batches_per_update(self.tc, ranks.world_size)
+        self.per_update = self.tc.batches_per_update(ranks.world_size)
         data = (train_path, valid_path)
         self.fingerprint = run_fingerprint(mc, data, vocab, self.per_update) if ranks.is_main else {}  # into last.pt
 

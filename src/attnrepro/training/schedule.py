@@ -10,12 +10,6 @@ from attnrepro.config import TrainConfig
 from attnrepro.errors import ConfigError
 
 
-def batches_per_update(tc: TrainConfig, world_size: int) -> int:
-    """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
-    wanted = max(1, math.ceil(tc.update_tokens / tc.batch_tokens))
-    return math.ceil(wanted / world_size) * world_size
-
-
 def make_optimizer(params, tc: TrainConfig) -> torch.optim.Optimizer:
     if tc.optimizer == "adadelta":  # Bahdanau 2014, App. B.2.1: rho 0.95, eps 1e-6
         return torch.optim.Adadelta(params, lr=tc.lr, rho=tc.rho, eps=tc.eps)
