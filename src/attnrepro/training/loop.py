@@ -212,7 +212,10 @@ class Trainer:
         saved = self._saved_state()
         if saved is None:
             if main:
-                print(f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters", flush=True)
+                print(
+                    f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters, on {self.device}",
+                    flush=True,
+                )
             return TrainState()
         try:  # the fingerprint matched: only a change of the model's code can make this fail
             self.model.load_state_dict(saved["model"])
