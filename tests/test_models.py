@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, PAD
-from attnrepro.models import REGISTRY, build_model, count_parameters
+from attnrepro.models import REGISTRY, build_model, count_parameters, has_attention
 
-from conftest import ATTENTION_ARCHS, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
+from conftest import ATTENTION_ARCHS, REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
 
 
 def _sentences() -> list[torch.Tensor]:
@@ -21,6 +25,27 @@ def test_registry_builds_every_arch():
     assert set(REGISTRY) == set(TINY_PARAMS)
     with pytest.raises(ValueError, match="unknown arch 'nope'"):
         build_model("nope", 5, 5, {})
+
+
+def test_registry_knows_which_archs_return_attention():
+    src = torch.randint(4, SRC_VOCAB, (2, 5))
+    for arch in REGISTRY:
+        model = tiny_model(arch)
+        memory = model.encode(src, torch.ones_like(src, dtype=torch.bool))
+        _, _, attn = model.decode_step(memory, model.init_state(memory), torch.full((2,), BOS))
+        assert (attn is not None) == has_attention(arch) == (arch in ATTENTION_ARCHS), arch
+
+
+def test_registry_and_config_import_neither_torch_nor_matplotlib():
+    """Snakemake imports both to parse the DAG; a model's module (and torch) loads only in build_model."""
+    code = (
+        "import sys, attnrepro.config, attnrepro.models\n"
+        "assert attnrepro.models.has_attention('rnnsearch')\n"
+        "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["[]"], out.stdout
 
 
 def test_models_without_attention_return_none():

@@ -5,11 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from attnrepro.data.tokenize import UNK, WordVocab
 from attnrepro.evaluation.plots import (
-    ATTENTION_ARCHS,
     alignment_figure,
     bleu_by_length_figure,
     save,
@@ -17,20 +15,6 @@ from attnrepro.evaluation.plots import (
     training_curves_figure,
 )
 from attnrepro.evaluation.report import token_strings
-from attnrepro.models import REGISTRY
-
-from conftest import ATTENTION_ARCHS as MODEL_ATTENTION_ARCHS
-from conftest import SRC_VOCAB, tiny_model
-
-
-def test_attention_archs_are_the_models_that_return_attention():
-    assert ATTENTION_ARCHS == set(MODEL_ATTENTION_ARCHS) and ATTENTION_ARCHS <= set(REGISTRY)
-    src = torch.randint(4, SRC_VOCAB, (2, 5))
-    for arch in REGISTRY:
-        model = tiny_model(arch)
-        memory = model.encode(src, torch.ones_like(src, dtype=torch.bool))
-        _, _, attn = model.decode_step(memory, model.init_state(memory), torch.full((2,), 2))
-        assert (attn is not None) == (arch in ATTENTION_ARCHS), arch
 
 
 def length_table() -> pd.DataFrame:

@@ -13,7 +13,7 @@ import yaml
 
 from attnrepro.config import load_config
 from attnrepro.decoding.attention_file import load_attention
-from attnrepro.evaluation.plots import ATTENTION_ARCHS
+from attnrepro.models import ATTENTION_ARCHS
 
 from conftest import REPO
 

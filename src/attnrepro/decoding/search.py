@@ -18,7 +18,7 @@ from torch import Tensor
 from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad, sentence_batches
 from attnrepro.data.tokenize import BOS, EOS, PAD, Tokenizer
-from attnrepro.models import Seq2SeqModel
+from attnrepro.models.base import Seq2SeqModel
 
 
 @dataclass

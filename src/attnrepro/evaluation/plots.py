@@ -19,13 +19,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-# Archs whose decode_step returns attention weights (tests/test_plots.py checks this against the models).
-ATTENTION_ARCHS = frozenset({"rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer"})
-
-
-def has_attention(arch: str) -> bool:
-    return arch in ATTENTION_ARCHS
-
 
 def model_colors(models: Sequence[str]) -> dict[str, str]:
     """One colour per model, in config order (tab10, then tab20 for more than ten models)."""

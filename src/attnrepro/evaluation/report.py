@@ -329,7 +329,7 @@ def _labels(cfg: Config) -> dict[str, str]:
 
 def _dashed(cfg: Config) -> list[str]:
     """Models without attention (drawn dashed in every figure)."""
-    from attnrepro.evaluation.plots import has_attention
+    from attnrepro.models import has_attention
 
     return [name for name, m in cfg.models.items() if not has_attention(m.arch)]
 
@@ -450,7 +450,8 @@ def write_alignments(
     from attnrepro.data.tokenize import load_tokenizer
     from attnrepro.decoding.attention_file import load_attention
     from attnrepro.evaluation import captions as cap
-    from attnrepro.evaluation.plots import alignment_figure, has_attention, save
+    from attnrepro.evaluation.plots import alignment_figure, save
+    from attnrepro.models import has_attention
 
     mc = cfg.model(model)
     if not has_attention(mc.arch):

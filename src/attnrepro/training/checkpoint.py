@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnrepro.models import Seq2SeqModel, build_model
+from attnrepro.models import build_model
+from attnrepro.models.base import Seq2SeqModel
 
 MODEL_KEYS = ("model", "arch", "params", "src_vocab", "tgt_vocab", "step")
 RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "rng")

@@ -15,7 +15,7 @@ from attnrepro.data.batching import Corpus, collate, pad, sentence_batches, toke
 from attnrepro.data.tokenize import PAD, Tokenizer
 from attnrepro.decoding.search import beam_search
 from attnrepro.evaluation.scoring import corpus_bleu
-from attnrepro.models import Seq2SeqModel
+from attnrepro.models.base import Seq2SeqModel
 
 
 def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
