@@ -160,3 +160,22 @@ def test_parameter_count_matches_hand_count():
         + vt  # maxout + W_o
     )
     assert count_parameters(model) == expected
+
+
+@pytest.mark.parametrize("deep_output_arch", ["rnnenc", "rnnsearch", "diagonal", "graves_window", "graves_ntm"])
+def test_readout_sees_the_target_embedding_dropped_out_once(deep_output_arch):
+    """Dropout p = 0.5 keeps E y or zeroes it: every kept entry is 2 E y (twice dropped out: 4 E y)."""
+    params = TINY_PARAMS[deep_output_arch]
+    torch.manual_seed(0)
+    model = build_model(deep_output_arch, SRC_VOCAB, TGT_VOCAB, {**params, "dropout": 0.5}).train()
+    seen = []
+    model.readout.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0]))
+    src = pad([s.numpy() for s in _sentences()])
+    tgt_in = torch.tensor([[BOS, 5, 6, 7, 8]] * src.size(0))
+    model(src, src != PAD, tgt_in)
+    hidden, emb = params["hidden"], params["emb"]
+    readout_y = seen[0][..., hidden : hidden + emb]  # the readout's input is [s; E y; c]
+    embedded = model.tgt_embed(tgt_in)
+    kept = readout_y != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(readout_y[kept], 2 * embedded[kept])

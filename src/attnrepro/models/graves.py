@@ -82,8 +82,8 @@ class _ReadHeadDecoder(Seq2SeqModel):
             states.append(s)
             all_weights.append(weights)
         reads = torch.bmm(torch.stack(all_weights, 1), memory["annotations"])  # every r_t = Σ_u w_t(u) h_u
-        features = torch.cat([torch.stack(states, 1), y_prev, reads], -1)
-        return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)
+        features = torch.cat([self.dropout(torch.stack(states, 1)), y_prev, self.dropout(reads)], -1)
+        return self.readout(features)  # (batch, tgt_len, vocab); E y dropped out once, above
 
 
 def gaussian_window(alpha: Tensor, beta: Tensor, kappa: Tensor, src_mask: Tensor) -> Tensor:

@@ -59,14 +59,17 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, d_ff: int, dropout: float):  # FFN(x) = max(0, x W1 + b1) W2 + b2
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, eq. (2). Dropout on the ReLU's output is tensor2tensor's
+    `relu_dropout`, not in the paper (§5.4 drops out only sublayer outputs and embedding sums): 0 by default."""
+
+    def __init__(self, d_model: int, d_ff: int, relu_dropout: float):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(relu_dropout), nn.Linear(d_ff, d_model))
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, ffn_dropout: float):
         super().__init__()
-        self.attn, self.ff = MultiHeadAttention(d_model, heads), FeedForward(d_model, d_ff, dropout)
+        self.attn, self.ff = MultiHeadAttention(d_model, heads), FeedForward(d_model, d_ff, ffn_dropout)
         self.norm1, self.norm2, self.drop = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -75,10 +78,10 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, ffn_dropout: float):
         super().__init__()
         self.self_attn, self.cross_attn = MultiHeadAttention(d_model, heads), MultiHeadAttention(d_model, heads)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, ffn_dropout)
         self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)), nn.Dropout(dropout)
 
     def forward(self, x, self_k, self_v, self_mask, cross_k, cross_v, cross_mask) -> tuple[Tensor, Tensor]:
@@ -99,6 +102,7 @@ class Transformer(Seq2SeqModel):
         layers: int = 6,
         dropout: float = 0.1,
         share_embeddings: bool = True,
+        ffn_dropout: float = 0.0,
     ):
         super().__init__()
         if share_embeddings and src_vocab != tgt_vocab:
@@ -111,8 +115,9 @@ class Transformer(Seq2SeqModel):
         nn.init.normal_(self.tgt_embed.weight, std=d_model**-0.5)
         if not share_embeddings:
             nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        sizes = (d_model, heads, d_ff, dropout, ffn_dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(*sizes) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*sizes) for _ in range(layers))
         self.dropout = nn.Dropout(dropout)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
