@@ -179,3 +179,32 @@ def test_readout_sees_the_target_embedding_dropped_out_once(deep_output_arch):
     kept = readout_y != 0
     assert 0.3 < kept.float().mean() < 0.7
     torch.testing.assert_close(readout_y[kept], 2 * embedded[kept])
+
+
+def test_reorder_then_decode_equals_decoding_the_selected_rows(arch):
+    """Beam search's pattern: expand memory and state, diverge, reorder the state alone, decode on."""
+    model = tiny_model(arch).double()
+    src = pad([s.numpy() for s in _sentences()])
+    expand = torch.tensor([0, 0, 1, 1, 2, 2])  # two beams per sentence
+    history = torch.tensor([[5, 6], [7, 8], [9, 5], [6, 7], [8, 9], [10, 11]])  # each row its own prefix
+    choose = torch.tensor([1, 1, 3, 2, 4, 5])  # a row continues a row of its own sentence
+    nxt = torch.tensor([12, 13, 14, 15, 16, 17])
+
+    memory = model.encode(src, src != PAD)
+    memory, state = model.reorder(memory, model.init_state(memory), expand)
+    for t in range(2):
+        _, state, _ = model.decode_step(memory, state, history[:, t])
+    swap = torch.tensor([1, 0, 3, 2, 5, 4])
+    _, state = model.reorder(None, state, swap)  # two reorders in a row compose: swap[swap[choose]] = choose
+    _, state = model.reorder(None, state, swap[choose])
+    reordered, _, attn = model.decode_step(memory, state, nxt)
+
+    rows = expand[choose]
+    memory = model.encode(src[rows], src[rows] != PAD)
+    state = model.init_state(memory)
+    for t in range(2):
+        _, state, _ = model.decode_step(memory, state, history[choose, t])
+    direct, _, direct_attn = model.decode_step(memory, state, nxt)
+    torch.testing.assert_close(reordered, direct, rtol=1e-10, atol=1e-10)
+    if attn is not None:
+        torch.testing.assert_close(attn, direct_attn, rtol=1e-10, atol=1e-10)
