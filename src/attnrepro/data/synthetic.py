@@ -130,22 +130,23 @@ def _noun_phrase(rng: random.Random, lex: Lexicon, length: int) -> tuple[list[st
     lowest = max(0, math.ceil((length - 1 - MAX_ADJECTIVES) / (MAX_ADJECTIVES + 2)))
     n_modifiers = rng.randint(lowest, (length - 1) // 2)  # each modifier: a preposition and a noun
     n_nouns = n_modifiers + 1
-    slots = rng.sample(range(MAX_ADJECTIVES * n_nouns), length - 2 * n_modifiers - 1)  # adjective slots filled
+    adjective_counts = [0] * n_nouns
+    for slot in rng.sample(range(MAX_ADJECTIVES * n_nouns), length - 2 * n_modifiers - 1):  # slots filled
+        adjective_counts[slot // MAX_ADJECTIVES] += 1
     src: list[str] = []
     tgt: list[str] = []
-    genders = []
-    for i in range(n_nouns):
-        n_adjectives = sum(slot // MAX_ADJECTIVES == i for slot in slots)
+    for i, n_adjectives in enumerate(adjective_counts):
         if i > 0:
             preposition = rng.choice(lex.prepositions)
             src.append(preposition[0])
             tgt.append(preposition[1])
         noun_src, noun_tgt, gender = rng.choice(lex.nouns)
+        if i == 0:
+            head_gender = gender
         adjectives = [rng.choice(lex.adjectives) for _ in range(n_adjectives)]
         src += [a[0] for a in adjectives] + [noun_src]
         tgt += [noun_tgt] + [a[1] + GENDER_SUFFIXES[gender] for a in reversed(adjectives)]  # after the noun, agreeing
-        genders.append(gender)
-    return src, tgt, genders[0]
+    return src, tgt, head_gender
 
 
 def _clause(rng: random.Random, lex: Lexicon, length: int, subordinate: bool) -> tuple[list[str], list[str]]:
