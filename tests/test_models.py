@@ -12,6 +12,7 @@ import torch
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, PAD
 from attnrepro.models import REGISTRY, build_model, count_parameters, has_attention
+from attnrepro.models.base import dot_rows
 
 from conftest import ATTENTION_ARCHS, REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
 
@@ -208,3 +209,11 @@ def test_reorder_then_decode_equals_decoding_the_selected_rows(arch):
     torch.testing.assert_close(reordered, direct, rtol=1e-10, atol=1e-10)
     if attn is not None:
         torch.testing.assert_close(attn, direct_attn, rtol=1e-10, atol=1e-10)
+
+
+def test_dot_rows_is_the_same_product_with_and_without_gradients():
+    rows, vector = torch.randn(3, 5, 4, dtype=torch.double), torch.randn(3, 4, dtype=torch.double)
+    expected = torch.einsum("bnd,bd->bn", rows, vector)
+    torch.testing.assert_close(dot_rows(rows, vector), expected, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():
+        torch.testing.assert_close(dot_rows(rows, vector), expected, rtol=1e-12, atol=1e-12)
