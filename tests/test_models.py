@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, PAD
-from attnrepro.models import REGISTRY, build_model, count_parameters
+from attnrepro.models import REGISTRY, build_model, count_parameters, has_attention
+from attnrepro.models.base import dot_rows
 
-from conftest import ATTENTION_ARCHS, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
+from conftest import ATTENTION_ARCHS, REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
 
 
 def _sentences() -> list[torch.Tensor]:
@@ -21,6 +26,27 @@ def test_registry_builds_every_arch():
     assert set(REGISTRY) == set(TINY_PARAMS)
     with pytest.raises(ValueError, match="unknown arch 'nope'"):
         build_model("nope", 5, 5, {})
+
+
+def test_registry_knows_which_archs_return_attention():
+    src = torch.randint(4, SRC_VOCAB, (2, 5))
+    for arch in REGISTRY:
+        model = tiny_model(arch)
+        memory = model.encode(src, torch.ones_like(src, dtype=torch.bool))
+        _, _, attn = model.decode_step(memory, model.init_state(memory), torch.full((2,), BOS))
+        assert (attn is not None) == has_attention(arch) == (arch in ATTENTION_ARCHS), arch
+
+
+def test_registry_and_config_import_neither_torch_nor_matplotlib():
+    """Snakemake imports both to parse the DAG; a model's module (and torch) loads only in build_model."""
+    code = (
+        "import sys, attnrepro.config, attnrepro.models\n"
+        "assert attnrepro.models.has_attention('rnnsearch')\n"
+        "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["[]"], out.stdout
 
 
 def test_models_without_attention_return_none():
@@ -135,3 +161,59 @@ def test_parameter_count_matches_hand_count():
         + vt  # maxout + W_o
     )
     assert count_parameters(model) == expected
+
+
+@pytest.mark.parametrize("deep_output_arch", ["rnnenc", "rnnsearch", "diagonal", "graves_window", "graves_ntm"])
+def test_readout_sees_the_target_embedding_dropped_out_once(deep_output_arch):
+    """Dropout p = 0.5 keeps E y or zeroes it: every kept entry is 2 E y (twice dropped out: 4 E y)."""
+    params = TINY_PARAMS[deep_output_arch]
+    torch.manual_seed(0)
+    model = build_model(deep_output_arch, SRC_VOCAB, TGT_VOCAB, {**params, "dropout": 0.5}).train()
+    seen = []
+    model.readout.register_forward_pre_hook(lambda _, inputs: seen.append(inputs[0]))
+    src = pad([s.numpy() for s in _sentences()])
+    tgt_in = torch.tensor([[BOS, 5, 6, 7, 8]] * src.size(0))
+    model(src, src != PAD, tgt_in)
+    hidden, emb = params["hidden"], params["emb"]
+    readout_y = seen[0][..., hidden : hidden + emb]  # the readout's input is [s; E y; c]
+    embedded = model.tgt_embed(tgt_in)
+    kept = readout_y != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(readout_y[kept], 2 * embedded[kept])
+
+
+def test_reorder_then_decode_equals_decoding_the_selected_rows(arch):
+    """Beam search's pattern: expand memory and state, diverge, reorder the state alone, decode on."""
+    model = tiny_model(arch).double()
+    src = pad([s.numpy() for s in _sentences()])
+    expand = torch.tensor([0, 0, 1, 1, 2, 2])  # two beams per sentence
+    history = torch.tensor([[5, 6], [7, 8], [9, 5], [6, 7], [8, 9], [10, 11]])  # each row its own prefix
+    choose = torch.tensor([1, 1, 3, 2, 4, 5])  # a row continues a row of its own sentence
+    nxt = torch.tensor([12, 13, 14, 15, 16, 17])
+
+    memory = model.encode(src, src != PAD)
+    memory, state = model.reorder(memory, model.init_state(memory), expand)
+    for t in range(2):
+        _, state, _ = model.decode_step(memory, state, history[:, t])
+    swap = torch.tensor([1, 0, 3, 2, 5, 4])
+    _, state = model.reorder(None, state, swap)  # two reorders in a row compose: swap[swap[choose]] = choose
+    _, state = model.reorder(None, state, swap[choose])
+    reordered, _, attn = model.decode_step(memory, state, nxt)
+
+    rows = expand[choose]
+    memory = model.encode(src[rows], src[rows] != PAD)
+    state = model.init_state(memory)
+    for t in range(2):
+        _, state, _ = model.decode_step(memory, state, history[choose, t])
+    direct, _, direct_attn = model.decode_step(memory, state, nxt)
+    torch.testing.assert_close(reordered, direct, rtol=1e-10, atol=1e-10)
+    if attn is not None:
+        torch.testing.assert_close(attn, direct_attn, rtol=1e-10, atol=1e-10)
+
+
+def test_dot_rows_is_the_same_product_with_and_without_gradients():
+    rows, vector = torch.randn(3, 5, 4, dtype=torch.double), torch.randn(3, 4, dtype=torch.double)
+    expected = torch.einsum("bnd,bd->bn", rows, vector)
+    torch.testing.assert_close(dot_rows(rows, vector), expected, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():
+        torch.testing.assert_close(dot_rows(rows, vector), expected, rtol=1e-12, atol=1e-12)

@@ -22,7 +22,8 @@ from attnrepro.decoding.search import (
     translate_lines,
 )
 from attnrepro.errors import ConfigError
-from attnrepro.models import Seq2SeqModel, build_model
+from attnrepro.models import build_model
+from attnrepro.models.base import Seq2SeqModel
 from attnrepro.training.validation import ValidBleu
 
 from conftest import REPO, SRC_VOCAB, TINY_PARAMS, tiny_model

@@ -1,14 +1,25 @@
-"""The embedded corpus: deterministic, Fig. 2 lengths, a transduction that needs the whole sentence."""
+"""The embedded corpus: deterministic, Fig. 2 lengths, the word order of a real language pair."""
 
 from __future__ import annotations
 
 import random
+import statistics
 from collections import Counter
 
+import pytest
+
 from attnrepro.config import SyntheticDataConfig
-from attnrepro.data.synthetic import GENDER_SUFFIXES, generate_splits, make_lexicon, sentence_pair, write_splits
+from attnrepro.data.synthetic import (
+    GENDER_SUFFIXES,
+    Lexicon,
+    generate_splits,
+    make_lexicon,
+    sentence_pair,
+    write_splits,
+)
 
 CFG = SyntheticDataConfig(n_train=3000, n_valid=50, test_per_bucket=100, max_train_len=50, max_test_len=80)
+LEX = make_lexicon(CFG)
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus(tmp_path):
@@ -36,48 +47,125 @@ def test_split_sizes_and_lengths():
     assert buckets == {b: 100 for b in range(8)}
 
 
-def test_vocabulary_is_a_few_hundred_words():
+def test_a_few_hundred_words_a_side_every_one_seen_in_training():
     splits = generate_splits(CFG)
     src_words = {w for s, _ in splits["train"] for w in s}
     tgt_words = {w for _, t in splits["train"] for w in t}
-    assert 150 <= len(src_words) <= 400
-    assert 200 <= len(tgt_words) <= 600
+    assert 200 <= len(src_words) <= 400
+    assert 300 <= len(tgt_words) <= 600
+    assert {w for s, _ in splits["test"] for w in s} <= src_words
+    assert {w for _, t in splits["test"] for w in t} <= tgt_words
 
 
-def test_transduction_reorders_clauses_and_agrees_across_the_clause():
-    lex = make_lexicon(CFG)
-    gender = {t: g for _, t, g in lex.nouns}
-    noun_tgt = {s: t for s, t, _ in lex.nouns}
-    verb_tgt = dict(lex.transitive)
-    conj = dict(lex.conjunctions)
-    rng = random.Random(0)
-    for length in (3, 8, 17, 40, 80):
-        src, tgt = sentence_pair(rng, lex, length)
-        assert len(src) == length
-        # Split both sides at conjunctions: target clauses are the source clauses in reverse order.
-        src_clauses, tgt_clauses = _split(src, set(conj)), _split(tgt, set(conj.values()))
+class Grammar:
+    """The lexicon read back: which word is which, so that a test can parse a pair."""
+
+    def __init__(self, lex: Lexicon):
+        self.noun = {s: t for s, t, _ in lex.nouns}
+        self.gender = {t: g for _, t, g in lex.nouns}
+        self.verb = dict(lex.transitive) | dict(lex.intransitive) | {s[0]: s[2] for s in lex.separable}
+        self.particle = {s[0]: s[3] for s in lex.separable}  # source verb -> its target particle
+        self.joins_src = {s for s, _ in lex.conjunctions + lex.complementisers}
+        self.joins_tgt = {t for _, t in lex.conjunctions + lex.complementisers}
+        self.complementisers = {t for _, t in lex.complementisers}
+
+    def clauses(self, words: list[str], joins: set[str]) -> list[tuple[int, str | None, list[str]]]:
+        """(position of the clause's first word, its joining word, its words), in order."""
+        clauses, start, join = [], 0, None
+        for i, w in enumerate([*words, None]):
+            if w is None or w in joins:
+                clauses.append((start, join, words[start:i]))
+                start, join = i + 1, w
+        return clauses
+
+    def parallel_clauses(self, src: list[str], tgt: list[str]):
+        """Source and target clauses side by side (clause order kept)."""
+        src_clauses, tgt_clauses = self.clauses(src, self.joins_src), self.clauses(tgt, self.joins_tgt)
         assert len(src_clauses) == len(tgt_clauses)
-        for s_clause, t_clause in zip(src_clauses, reversed(tgt_clauses)):
-            assert t_clause[0] == noun_tgt[[w for w in s_clause if w in noun_tgt][0]]  # subject first
-            if len(s_clause) >= 3:
-                assert t_clause[-2] == "wo"  # verb-final: object marker, then the verb
-                verb = next(w for w in s_clause if w in verb_tgt)
-                # the final verb agrees with the subject at the other end of the clause
-                assert t_clause[-1] == verb_tgt[verb] + GENDER_SUFFIXES[gender[t_clause[0]]]
+        return zip(src_clauses, tgt_clauses)
 
 
-def _split(words: list[str], separators: set[str]) -> list[list[str]]:
-    clauses, current = [], []
-    for w in words:
-        if w in separators:
-            clauses.append(current)
-            current = []
-        else:
-            current.append(w)
-    return clauses + [current]
+GRAMMAR = Grammar(LEX)
+
+
+def _pairs(n: int, lengths: range, clause_order: str = "keep", seed: int = 0):
+    rng = random.Random(seed)
+    return [sentence_pair(rng, LEX, rng.choice(lengths), clause_order) for _ in range(n)]
+
+
+def _nouns(words: list[str], lexicon: dict[str, str] | None = None) -> list[str]:
+    if lexicon is None:
+        return [w for w in words if w in GRAMMAR.gender]
+    return [lexicon[w] for w in words if w in lexicon]
+
+
+@pytest.mark.parametrize("clause_order", ["keep", "reverse"])
+def test_clause_order_is_kept_or_reversed(clause_order):
+    for src, tgt in _pairs(200, range(2, 60), clause_order):
+        src_clauses = GRAMMAR.clauses(src, GRAMMAR.joins_src)
+        tgt_clauses = GRAMMAR.clauses(tgt, GRAMMAR.joins_tgt)
+        if clause_order == "reverse":
+            tgt_clauses = tgt_clauses[::-1]
+        # clause i of the target holds the translations of clause i's nouns, in their order
+        assert [_nouns(c[2], GRAMMAR.noun) for c in src_clauses] == [_nouns(c[2]) for c in tgt_clauses]
+
+
+def test_verb_second_in_main_clauses_last_in_subordinate_ones_and_agreeing_with_the_subject():
+    counts = Counter()
+    for src, tgt in _pairs(300, range(2, 60)):
+        for (_, _, s_words), (_, join, t_words) in GRAMMAR.parallel_clauses(src, tgt):
+            verb = next((w for w in s_words if w in GRAMMAR.verb), None)
+            if verb is None:
+                continue  # a one-word sentence: a bare noun
+            subject_gender = GRAMMAR.gender[t_words[0]]  # every clause starts with its subject's noun
+            form = GRAMMAR.verb[verb] + GENDER_SUFFIXES[subject_gender]
+            particle = GRAMMAR.particle.get(verb, "")
+            if join in GRAMMAR.complementisers:
+                assert t_words[-1] == particle + form  # verb-final, a separable particle joined to it
+                counts["subordinate"] += 1
+            else:
+                subject_len = s_words.index(verb)  # source: SVO, the verb right after the subject
+                assert t_words[subject_len] == form  # verb second, after the whole subject
+                if particle:
+                    assert t_words[-1] == particle  # separable particle at the end of the clause
+                    counts["separable"] += 1
+                counts["main"] += 1
+    assert min(counts.values()) > 30
+
+
+def test_adjectives_follow_their_noun_and_agree_with_it():
+    adjective_stems = {t for _, t in LEX.adjectives}
+    for _, tgt in _pairs(100, range(2, 60)):
+        gender = None
+        for w in tgt:
+            if w in GRAMMAR.gender:
+                gender = GRAMMAR.gender[w]
+            elif w[:-1] in adjective_stems:
+                assert gender is not None and w[-1] == GENDER_SUFFIXES[gender]
+            else:
+                gender = None  # a verb, preposition or joining word ends the noun's adjectives
+
+
+def _subordinate_verb_distances(pairs) -> list[int]:
+    """|target position - source position| of each transitive subordinate clause's verb."""
+    distances = []
+    for src, tgt in pairs:
+        for (s_start, _, s_words), (t_start, join, t_words) in GRAMMAR.parallel_clauses(src, tgt):
+            verb = next((i for i, w in enumerate(s_words) if w in GRAMMAR.verb), None)
+            if join in GRAMMAR.complementisers and verb is not None and verb < len(s_words) - 1:
+                distances.append(abs(t_start + len(t_words) - 1 - (s_start + verb)))
+    return distances
+
+
+def test_the_subordinate_verb_moves_further_in_longer_sentences():
+    means = [
+        statistics.mean(_subordinate_verb_distances(_pairs(300, range(lo + 1, lo + 11), seed=lo)))
+        for lo in (0, 20, 40, 70)
+    ]
+    assert all(a < b for a, b in zip(means, means[1:])), means
+    assert means[-1] > 2 * means[0], means
 
 
 def test_one_word_sentences_are_bare_nouns():
-    lex = make_lexicon(CFG)
-    src, tgt = sentence_pair(random.Random(1), lex, 1)
-    assert (src[0], tgt[0]) in {(s, t) for s, t, _ in lex.nouns} and len(tgt) == 1
+    src, tgt = sentence_pair(random.Random(1), LEX, 1)
+    assert (src[0], tgt[0]) in {(s, t) for s, t, _ in LEX.nouns} and len(tgt) == 1

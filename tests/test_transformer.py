@@ -62,3 +62,14 @@ def test_base_and_big_have_the_papers_size_at_a_shared_37000_vocabulary(params, 
     with torch.device("meta"):
         model = build_model("transformer", 37000, 37000, params)
     assert abs(count_parameters(model) - paper) / paper < 0.05
+
+
+def test_feed_forward_has_no_dropout_inside_unless_asked():
+    """Vaswani §5.4 drops out sublayer outputs, not the ReLU's: ffn_dropout (t2t's relu_dropout) defaults to 0."""
+    params = {"d_model": 8, "d_ff": 16, "heads": 2, "layers": 1, "dropout": 0.3, "share_embeddings": False}
+    x = torch.randn(4, 5, 8)
+    torch.manual_seed(0)
+    paper = build_model("transformer", 30, 30, params).train()
+    torch.testing.assert_close(paper.encoder[0].ff(x), paper.encoder[0].ff(x))  # deterministic in training
+    relu_dropout = build_model("transformer", 30, 30, {**params, "ffn_dropout": 0.5}).train()
+    assert not torch.equal(relu_dropout.decoder[0].ff(x), relu_dropout.decoder[0].ff(x))

@@ -15,7 +15,7 @@ import yaml
 
 from attnrepro.config import load_config
 from attnrepro.decoding.attention_file import load_attention
-from attnrepro.evaluation.plots import ATTENTION_ARCHS
+from attnrepro.models import ATTENTION_ARCHS
 
 from conftest import REPO
 
@@ -153,11 +153,6 @@ def test_a_models_resources_or_label_never_retrain_it(finished_run, tmp_path, ed
     assert {rule for rule, _ in _planned_jobs(out)} - {"all"} == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="report.smk imports has_attention from evaluation.plots (matplotlib) until the models branch's "
-    "torch-free registry lands (commit 0012e12); then remove this mark",
-)
 def test_planning_every_job_imports_neither_torch_nor_matplotlib(tmp_path):
     """Parsing the DAG used to import torch (estimate -> training loop) and matplotlib (plots), seconds of
     every `snakemake` call. With resources.runtime unset, a pending train job's runtime is still the

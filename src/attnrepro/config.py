@@ -35,7 +35,9 @@ class SyntheticDataConfig:
     n_nouns: int = 120
     n_adjectives: int = 60
     n_transitive: int = 40
+    n_separable: int = 20
     n_intransitive: int = 20
+    clause_order: str = "keep"
 
 
 @dataclass(frozen=True)

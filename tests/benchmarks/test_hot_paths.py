@@ -6,8 +6,8 @@
 
 One training step (forward, backward, clip, Adam) for every model family at the embedded
 default's sizes (config/config.yaml) on one token-bucketed batch of the synthetic corpus; one
-decoder step of the beam-search row block (decode_step + reorder) and one batched beam search
-of 32 sentences at beam 4 for RNNsearch and the Transformer. Rounds are fixed (pedantic), so
+decoder step of the beam-search row block (decode_step + reorder) for every family, and one
+batched beam search of 32 sentences at beam 4 for RNNsearch and the Transformer. Rounds are fixed (pedantic), so
 the plain `python -m pytest` of CI spends a few seconds here. Each test also asserts what the
 step must do: the loss of a batch falls as it is trained on, log-probabilities normalise.
 """
@@ -105,7 +105,7 @@ def _sources(corpus: Corpus) -> tuple[torch.Tensor, torch.Tensor]:
     return src, src != PAD
 
 
-@pytest.mark.parametrize("arch", ["rnnsearch", "transformer"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_beam_search_step(benchmark, embedded, corpus, arch):
     """decode_step + reorder on the (sentences x beam) row block, after 10 steps of history."""
     data, src_vocab, tgt_vocab = corpus

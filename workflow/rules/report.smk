@@ -3,7 +3,7 @@
 # says what the paper showed and includes results/{dataset}/captions/*.rst, which the job writes
 # from our numbers ("what we see").
 
-from attnrepro.evaluation.plots import has_attention
+from attnrepro.models import has_attention
 
 ATTENTION_MODELS = [name for name, m in CFG.models.items() if has_attention(m.arch)]
 N_ALIGNMENTS = CFG.evaluate.n_alignments

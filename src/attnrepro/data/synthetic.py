@@ -1,26 +1,36 @@
-"""The embedded corpus: a synthetic "translation" task that needs the whole sentence.
+"""The embedded corpus: a synthetic "translation" task with the word order of a real language pair.
 
-Source (SVO, adjectives before the noun, clauses joined by conjunctions)::
+The source is English-like, the target German-like (with French adjective order): clause order
+is kept, as in En->De and En->Fr, and the reorderings happen inside a clause::
 
-    A* N_subj V A* N_obj  conj  A* N_subj V A* N_obj  ...
+    source  N-phrase V [prt] N-phrase   (conj | comp)  N-phrase V [prt] N-phrase  ...
+    main    N-phrase' V' N-phrase' [prt']               verb second, separable particle last
+    subord. comp' N-phrase' N-phrase' [prt'+]V'          verb last, the particle joined to it
 
-Target (SOV, verb-final, clause order reversed, adjectives after the noun in
-reversed order, gender agreement)::
+A noun phrase is a noun with up to three adjectives and a chain of prepositional modifiers,
+`A* N (P A* N)*` -> `N' A'* (P' N' A'*)*`: adjectives follow their noun in mirror order and
+agree with its gender; the chain keeps its order. Every noun has a gender, and the verb agrees
+with its subject, which in a subordinate clause stands at the other end of the clause. Each
+clause after the first is joined by a coordinating conjunction (a main clause) or a
+complementiser (a subordinate clause), one or the other with equal chance.
 
-    ... N'_subj A'* ga N'_obj A'* wo V'  conj'  N'_subj A'* ga N'_obj A'* wo V'
+Sentence length is the variable under study, so the reorderings grow with it, as they do in
+text: a sentence of L words has about 0.6 √L clauses of about 1.6 √L words (1.9 clauses of 5
+words at L = 10, 4.2 of 11 at L = 50, 5.4 of 14 at L = 80), and the object is the longest
+part of a clause, so the distance a subordinate verb or a separable particle moves grows with
+L. `clause_order: reverse` also reverses the order of the target's clauses: a stress test that
+no language pair of the papers needs.
 
-Every noun has a gender; adjectives agree with their noun and the verb agrees
-with its subject, which stands at the other end of the target clause. A clause of
-two words is intransitive (`N V` -> `N' ga V'`); a one-word sentence is a bare noun.
-
-Training lengths are drawn with P(L) proportional to 1/L so that every length
-contributes about the same number of tokens (../shared/DESIGN.md: uniform lengths
-starve short sentences). The test set covers every length up to `max_test_len`
-with the same number of sentences in each bucket, like Bahdanau et al. 2014, Fig. 2.
+What makes the corpus usable, kept: deterministic from the seed; training lengths drawn with
+P(L) proportional to 1/L, so that every length contributes about the same number of tokens
+(uniform lengths starve short sentences); a test set with the same number of sentences in each
+`bucket_width` bucket up to `max_test_len`, like Bahdanau et al. 2014, Fig. 2; a few hundred
+words a side, every one of them seen in training.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +41,9 @@ CONSONANTS_SRC = "bdfgklmnprstvz"
 CONSONANTS_TGT = "bcdhjkmnpqrstwxy"
 VOWELS_SRC = "aeiou"
 VOWELS_TGT = "aeiouy"
-MAX_CLAUSE_LEN = 8  # words; at most 5 adjectives per clause
+GENDER_SUFFIXES = ("o", "a")
+MAX_ADJECTIVES = 3  # per noun; a longer noun phrase grows a modifier chain
+P_INTRANSITIVE, P_SEPARABLE, P_SUBORDINATE = 0.2, 0.3, 0.5
 
 
 @dataclass(frozen=True)
@@ -41,19 +53,20 @@ class Lexicon:
     nouns: list[tuple[str, str, int]]  # (source, target, gender)
     adjectives: list[tuple[str, str]]  # (source, target stem)
     transitive: list[tuple[str, str]]  # (source, target stem)
+    separable: list[tuple[str, str, str, str]]  # (source verb, source particle, target stem, target particle)
     intransitive: list[tuple[str, str]]
-    conjunctions: list[tuple[str, str]]
+    prepositions: list[tuple[str, str]]
+    conjunctions: list[tuple[str, str]]  # a main clause follows
+    complementisers: list[tuple[str, str]]  # a subordinate (verb-final) clause follows
 
 
-GENDER_SUFFIXES = ("o", "a")
-
-
-def _words(rng: random.Random, consonants: str, vowels: str, n: int, taken: set[str]) -> list[str]:
-    """`n` new pronounceable words of 2-3 consonant-vowel syllables."""
+def _words(
+    rng: random.Random, consonants: str, vowels: str, n: int, taken: set[str], syllables: tuple[int, ...] = (2, 3)
+) -> list[str]:
+    """`n` new pronounceable words of consonant-vowel syllables."""
     words: list[str] = []
     while len(words) < n:
-        syllables = rng.choice((2, 3))
-        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(syllables))
+        word = "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.choice(syllables)))
         if word not in taken:
             taken.add(word)
             words.append(word)
@@ -63,13 +76,16 @@ def _words(rng: random.Random, consonants: str, vowels: str, n: int, taken: set[
 def make_lexicon(cfg: SyntheticDataConfig) -> Lexicon:
     rng = random.Random(cfg.seed)
     src_taken: set[str] = set()
-    tgt_taken: set[str] = {"ga", "wo"}
+    tgt_taken: set[str] = set()
     sizes = {
         "nouns": cfg.n_nouns,
         "adjectives": cfg.n_adjectives,
         "transitive": cfg.n_transitive,
+        "separable": cfg.n_separable,
         "intransitive": cfg.n_intransitive,
-        "conjunctions": 4,
+        "prepositions": 4,
+        "conjunctions": 3,
+        "complementisers": 4,
     }
     pairs = {}
     for kind, n in sizes.items():
@@ -77,69 +93,106 @@ def make_lexicon(cfg: SyntheticDataConfig) -> Lexicon:
         # Inflected categories get a bare stem; the gender suffix completes the word.
         tgt = _words(rng, CONSONANTS_TGT, VOWELS_TGT, n, tgt_taken)
         pairs[kind] = list(zip(src, tgt))
+    # Particles of two syllables: a particle joined to a stem (≥ 4 syllables) is never another word.
+    src_particles = _words(rng, CONSONANTS_SRC, VOWELS_SRC, 4, src_taken, syllables=(2,))
+    tgt_particles = _words(rng, CONSONANTS_TGT, VOWELS_TGT, 4, tgt_taken, syllables=(2,))
+    separable = [(s, rng.choice(src_particles), t, rng.choice(tgt_particles)) for s, t in pairs["separable"]]
     nouns = [(s, t, rng.randrange(2)) for s, t in pairs["nouns"]]
     return Lexicon(
         nouns,
         pairs["adjectives"],
         pairs["transitive"],
+        separable,
         pairs["intransitive"],
+        pairs["prepositions"],
         pairs["conjunctions"],
+        pairs["complementisers"],
     )
 
 
+def _composition(rng: random.Random, total: int, parts: int, minimum: int) -> list[int]:
+    """`total` split into `parts` sizes of at least `minimum`, uniform over all such splits."""
+    spare = total - parts * minimum
+    cuts = sorted(rng.sample(range(spare + parts - 1), parts - 1))
+    bounds = [-1, *cuts, spare + parts - 1]
+    return [minimum + bounds[i + 1] - bounds[i] - 1 for i in range(parts)]
+
+
 def _clause_lengths(rng: random.Random, length: int) -> list[int]:
-    """Split `length` words into clauses of 2..MAX_CLAUSE_LEN words plus one conjunction between each."""
+    """Words of each clause (at least 2) when `length` words include one joining word between clauses."""
+    most = max(1, (length + 1) // 3)  # k clauses need 2k words and k - 1 joining words
+    clauses = min(most, max(1, round(math.sqrt(length) * rng.uniform(0.3, 0.9))))
+    return _composition(rng, length - (clauses - 1), clauses, 2) if length > 1 else [1]
+
+
+def _noun_phrase(rng: random.Random, lex: Lexicon, length: int) -> tuple[list[str], list[str], int]:
+    """A noun phrase of exactly `length` source words: `A* N (P A* N)*`; the head noun's gender."""
+    lowest = max(0, math.ceil((length - 1 - MAX_ADJECTIVES) / (MAX_ADJECTIVES + 2)))
+    n_modifiers = rng.randint(lowest, (length - 1) // 2)  # each modifier: a preposition and a noun
+    n_nouns = n_modifiers + 1
+    adjective_counts = [0] * n_nouns
+    for slot in rng.sample(range(MAX_ADJECTIVES * n_nouns), length - 2 * n_modifiers - 1):  # slots filled
+        adjective_counts[slot // MAX_ADJECTIVES] += 1
+    src: list[str] = []
+    tgt: list[str] = []
+    for i, n_adjectives in enumerate(adjective_counts):
+        if i > 0:
+            preposition = rng.choice(lex.prepositions)
+            src.append(preposition[0])
+            tgt.append(preposition[1])
+        noun_src, noun_tgt, gender = rng.choice(lex.nouns)
+        if i == 0:
+            head_gender = gender
+        adjectives = [rng.choice(lex.adjectives) for _ in range(n_adjectives)]
+        src += [a[0] for a in adjectives] + [noun_src]
+        tgt += [noun_tgt] + [a[1] + GENDER_SUFFIXES[gender] for a in reversed(adjectives)]  # after the noun, agreeing
+    return src, tgt, head_gender
+
+
+def _clause(rng: random.Random, lex: Lexicon, length: int, subordinate: bool) -> tuple[list[str], list[str]]:
+    """One clause of exactly `length` source words (its joining word not counted)."""
     if length == 1:
-        return [1]
-    lengths: list[int] = []
-    remaining = length
-    while remaining > MAX_CLAUSE_LEN:
-        # Leave at least 2 words for the next clause after this clause and its conjunction.
-        clause = rng.randint(2, min(MAX_CLAUSE_LEN, remaining - 3))
-        lengths.append(clause)
-        remaining -= clause + 1
-    lengths.append(remaining)
-    return lengths
-
-
-def _noun_phrase(rng: random.Random, lex: Lexicon, n_adjectives: int) -> tuple[list[str], list[str], int]:
-    src_noun, tgt_noun, gender = rng.choice(lex.nouns)
-    adjectives = [rng.choice(lex.adjectives) for _ in range(n_adjectives)]
-    suffix = GENDER_SUFFIXES[gender]
-    src = [a[0] for a in adjectives] + [src_noun]
-    tgt = [tgt_noun] + [a[1] + suffix for a in reversed(adjectives)]
-    return src, tgt, gender
-
-
-def _clause(rng: random.Random, lex: Lexicon, length: int) -> tuple[list[str], list[str]]:
-    if length == 1:
-        src, tgt, _ = _noun_phrase(rng, lex, 0)
+        src, tgt, _ = _noun_phrase(rng, lex, 1)
         return src, tgt
-    if length == 2:
-        subj_src, subj_tgt, gender = _noun_phrase(rng, lex, 0)
+    if length == 2 or rng.random() < P_INTRANSITIVE:
+        subj_src, subj_tgt, gender = _noun_phrase(rng, lex, length - 1)
         verb_src, verb_tgt = rng.choice(lex.intransitive)
-        return subj_src + [verb_src], subj_tgt + ["ga", verb_tgt + GENDER_SUFFIXES[gender]]
-    n_adjectives = length - 3
-    n_subj_adj = rng.randint(0, n_adjectives)
-    subj_src, subj_tgt, gender = _noun_phrase(rng, lex, n_subj_adj)
-    obj_src, obj_tgt, _ = _noun_phrase(rng, lex, n_adjectives - n_subj_adj)
-    verb_src, verb_tgt = rng.choice(lex.transitive)
-    src = subj_src + [verb_src] + obj_src
-    tgt = subj_tgt + ["ga"] + obj_tgt + ["wo", verb_tgt + GENDER_SUFFIXES[gender]]
-    return src, tgt
+        return subj_src + [verb_src], subj_tgt + [verb_tgt + GENDER_SUFFIXES[gender]]
+    separable = length >= 4 and rng.random() < P_SEPARABLE
+    phrase_words = length - 1 - separable
+    subj_len = 1 + rng.randint(0, (phrase_words - 2) // 3)  # the object takes most of the clause
+    subj_src, subj_tgt, gender = _noun_phrase(rng, lex, subj_len)
+    obj_src, obj_tgt, _ = _noun_phrase(rng, lex, phrase_words - subj_len)
+    if separable:
+        verb, particle, stem, particle_tgt = rng.choice(lex.separable)
+        verb_words = [verb, particle]
+    else:
+        (verb, stem), particle_tgt = rng.choice(lex.transitive), ""
+        verb_words = [verb]
+    src = subj_src + verb_words + obj_src
+    verb_tgt = stem + GENDER_SUFFIXES[gender]  # agrees with the subject
+    if subordinate:  # verb-final; a separable particle is joined to the verb
+        return src, subj_tgt + obj_tgt + [particle_tgt + verb_tgt]
+    return src, subj_tgt + [verb_tgt] + obj_tgt + ([particle_tgt] if separable else [])  # verb second
 
 
-def sentence_pair(rng: random.Random, lex: Lexicon, length: int) -> tuple[list[str], list[str]]:
+def sentence_pair(
+    rng: random.Random, lex: Lexicon, length: int, clause_order: str = "keep"
+) -> tuple[list[str], list[str]]:
     """One (source, target) pair whose source has exactly `length` words."""
-    clauses = [_clause(rng, lex, n) for n in _clause_lengths(rng, length)]
-    conjunctions = [rng.choice(lex.conjunctions) for _ in clauses[1:]]
+    lengths = _clause_lengths(rng, length)
+    subordinate = [False] + [rng.random() < P_SUBORDINATE for _ in lengths[1:]]
+    joins = [rng.choice(lex.complementisers if sub else lex.conjunctions) for sub in subordinate[1:]]
+    clauses = [_clause(rng, lex, n, sub) for n, sub in zip(lengths, subordinate)]
     src = list(clauses[0][0])
-    for (conj_src, _), (clause_src, _) in zip(conjunctions, clauses[1:]):
-        src += [conj_src] + clause_src
-    # Clause order reversed: the last source clause comes first, conjunctions mirrored.
-    tgt = list(clauses[-1][1])
-    for (_, conj_tgt), (_, clause_tgt) in zip(reversed(conjunctions), reversed(clauses[:-1])):
-        tgt += [conj_tgt] + clause_tgt
+    for (join_src, _), (clause_src, _) in zip(joins, clauses[1:]):
+        src += [join_src] + clause_src
+    targets = [clause[1] for clause in clauses]
+    if clause_order == "reverse":  # the last source clause first, joining words mirrored
+        targets, joins = targets[::-1], joins[::-1]
+    tgt = list(targets[0])
+    for (_, join_tgt), clause_tgt in zip(joins, targets[1:]):
+        tgt += [join_tgt] + clause_tgt
     return src, tgt
 
 
@@ -151,12 +204,12 @@ def generate_splits(cfg: SyntheticDataConfig) -> dict[str, list[tuple[list[str],
     lengths = range(1, cfg.max_train_len + 1)
     for offset, (split, n) in enumerate((("train", cfg.n_train), ("valid", cfg.n_valid))):
         rng = random.Random(cfg.seed * 1000 + offset + 1)
-        splits[split] = [sentence_pair(rng, lex, L) for L in rng.choices(lengths, weights=weights, k=n)]
+        splits[split] = [sentence_pair(rng, lex, L, cfg.clause_order) for L in rng.choices(lengths, weights, k=n)]
     rng = random.Random(cfg.seed * 1000 + 3)
     test = []
     for lo in range(0, cfg.max_test_len, cfg.bucket_width):
         for _ in range(cfg.test_per_bucket):
-            test.append(sentence_pair(rng, lex, rng.randint(lo + 1, lo + cfg.bucket_width)))
+            test.append(sentence_pair(rng, lex, rng.randint(lo + 1, lo + cfg.bucket_width), cfg.clause_order))
     splits["test"] = test
     return splits
 

@@ -39,7 +39,7 @@ from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad, sentence_batches
 from attnrepro.data.tokenize import BOS, EOS, PAD, UNK, Tokenizer
 from attnrepro.errors import ConfigError
-from attnrepro.models import Seq2SeqModel
+from attnrepro.models.base import Seq2SeqModel
 
 
 @dataclass

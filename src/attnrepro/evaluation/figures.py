@@ -17,12 +17,12 @@ from attnrepro.evaluation.papers import fig2_paper_points, is_full_run_of, paper
 from attnrepro.evaluation.plots import (
     alignment_figure,
     bleu_by_length_figure,
-    has_attention,
     save,
     select_alignment_sentences,
     training_curves_figure,
 )
 from attnrepro.evaluation.runs import read_bleu_by_length, read_checkpoint, read_train_log, training_length
+from attnrepro.models import has_attention
 
 
 def base_models(cfg: Config) -> dict[str, list[str]]:
@@ -77,7 +77,7 @@ def write_bleu_by_length_figure(
 
 def token_strings(tokenizer: Any, line: str) -> list[str]:
     """The tokens a model saw for `line`, one per id: words (unknown ones marked) or sentencepiece pieces."""
-    from attnrepro.data.tokenize import UNK, WordVocab
+    from attnrepro.data.tokenize import UNK, UNK_WORD, WordVocab
 
     ids = tokenizer.encode(line)
     if hasattr(tokenizer, "tokenize"):  # Moses word path
@@ -86,7 +86,8 @@ def token_strings(tokenizer: Any, line: str) -> list[str]:
         words = line.split()
     else:
         return tokenizer.pieces(ids)
-    return [f"{w} (UNK)" if i == UNK and w != "<unk>" else w for w, i in zip(words, ids)]
+    # a hypothesis's unknown word is written UNK_WORD already: mark only real words the vocabulary lacks
+    return [f"{w} (UNK)" if i == UNK and w not in ("<unk>", UNK_WORD) else w for w, i in zip(words, ids)]
 
 
 def alignment_sentences(cfg: Config, test_src: Path) -> list[int]:

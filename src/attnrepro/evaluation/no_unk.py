@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the search (torch) is imported only where a banned search r
     import torch
 
     from attnrepro.config import SearchConfig
-    from attnrepro.models import Seq2SeqModel
+    from attnrepro.models.base import Seq2SeqModel
 
 NO_UNK_DEFINITION = (
     "test sentences whose source and reference contain no word outside the model's source and target "

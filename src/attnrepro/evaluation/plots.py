@@ -19,15 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-# Archs whose decode_step returns attention weights (tests/test_plots.py checks this against the models).
-ATTENTION_ARCHS = frozenset({"rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer"})
-
-
 LEGEND_COLUMN_CHARS = 60  # longer legend entries go in one column: two would be wider than the figure
-
-
-def has_attention(arch: str) -> bool:
-    return arch in ATTENTION_ARCHS
 
 
 def model_colors(models: Sequence[str]) -> dict[str, str]:

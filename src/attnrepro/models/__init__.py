@@ -1,39 +1,67 @@
-"""The model registry: config `arch` name -> class. train.py and search.py use only this."""
+"""The model registry: config `arch` name -> the class that implements it, and whether it attends.
+
+Importing this package loads no torch: the workflow asks `has_attention` while Snakemake parses
+the DAG. `build_model` imports a model's module when it is called; code that needs the model
+interface itself imports `Seq2SeqModel` from `attnrepro.models.base`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from attnrepro.models.base import Seq2SeqModel
-from attnrepro.models.diagonal import DiagonalSearch
-from attnrepro.models.graves import GravesNTM, GravesWindow
-from attnrepro.models.memnet import MemNet
-from attnrepro.models.rnnenc import RNNEncDec
-from attnrepro.models.rnnsearch import RNNSearch
-from attnrepro.models.seq2seq import Seq2Seq
-from attnrepro.models.transformer import Transformer
+if TYPE_CHECKING:
+    from attnrepro.models.base import Seq2SeqModel
 
-REGISTRY: dict[str, type[Seq2SeqModel]] = {
-    "rnnenc": RNNEncDec,
-    "seq2seq": Seq2Seq,
-    "rnnsearch": RNNSearch,
-    "diagonal": DiagonalSearch,
-    "graves_window": GravesWindow,
-    "graves_ntm": GravesNTM,
-    "memnet": MemNet,
-    "transformer": Transformer,
+
+@dataclass(frozen=True)
+class Arch:
+    """Where an arch is implemented (`attnrepro.models.<module>.<cls>`) and whether decode_step returns attention."""
+
+    module: str
+    cls: str
+    attention: bool
+
+
+REGISTRY: dict[str, Arch] = {
+    "rnnenc": Arch("rnnenc", "RNNEncDec", attention=False),
+    "seq2seq": Arch("seq2seq", "Seq2Seq", attention=False),
+    "rnnsearch": Arch("rnnsearch", "RNNSearch", attention=True),
+    "diagonal": Arch("diagonal", "DiagonalSearch", attention=True),
+    "graves_window": Arch("graves", "GravesWindow", attention=True),
+    "graves_ntm": Arch("graves", "GravesNTM", attention=True),
+    "memnet": Arch("memnet", "MemNet", attention=True),
+    "transformer": Arch("transformer", "Transformer", attention=True),
 }
+
+ATTENTION_ARCHS = frozenset(name for name, arch in REGISTRY.items() if arch.attention)
+
+
+def has_attention(arch: str) -> bool:
+    """Whether models of `arch` return attention weights (the alignment figures draw them)."""
+    return _arch(arch).attention
+
+
+def model_class(arch: str) -> type[Seq2SeqModel]:
+    """The class of `arch`, its module imported now (and torch with it)."""
+    spec = _arch(arch)
+    return getattr(import_module(f"attnrepro.models.{spec.module}"), spec.cls)
 
 
 def build_model(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any]) -> Seq2SeqModel:
-    if arch not in REGISTRY:
-        raise ValueError(f"unknown arch {arch!r}; registered: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[arch](src_vocab, tgt_vocab, **params)
+    return model_class(arch)(src_vocab, tgt_vocab, **params)
 
 
 def count_parameters(model: Seq2SeqModel) -> int:
     """Trainable parameters; `parameters()` yields a tied weight once."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _arch(arch: str) -> Arch:
+    if arch not in REGISTRY:
+        raise ValueError(f"unknown arch {arch!r}; registered: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[arch]
 
 
 def parameter_count(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any]) -> int:

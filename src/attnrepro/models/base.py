@@ -49,6 +49,19 @@ def _select(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
     return {name: t.index_select(0, index) for name, t in tensors.items()}
 
 
+def dot_rows(rows: Tensor, vector: Tensor) -> Tensor:
+    """rows (batch, n, dim) · vector (batch, dim) -> (batch, n), the scores of a query against each memory row.
+
+    Training takes a product and a sum: its backward is elementwise, where a batched matrix product's
+    is an outer product per step, about twice as slow on the CPU at training batch sizes. Without
+    gradients, the vector times the rows' transpose: no temporary the size of `rows` (the beam-search
+    row block of a long batch is tens of MB).
+    """
+    if torch.is_grad_enabled():
+        return (rows * vector[:, None]).sum(-1)
+    return torch.bmm(vector[:, None], rows.transpose(1, 2)).squeeze(1)
+
+
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last dim where mask is True; exactly 0 on padding."""
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
+from attnrepro.models.base import Memory, Seq2SeqModel, State, dot_rows, masked_softmax
 from attnrepro.models.layers import DeepOutput, ReadGRUCell, run_packed
 
 
@@ -82,8 +82,8 @@ class _ReadHeadDecoder(Seq2SeqModel):
             states.append(s)
             all_weights.append(weights)
         reads = torch.bmm(torch.stack(all_weights, 1), memory["annotations"])  # every r_t = Σ_u w_t(u) h_u
-        features = torch.cat([torch.stack(states, 1), y_prev, reads], -1)
-        return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)
+        features = torch.cat([self.dropout(torch.stack(states, 1)), y_prev, self.dropout(reads)], -1)
+        return self.readout(features)  # (batch, tgt_len, vocab); E y dropped out once, above
 
 
 def gaussian_window(alpha: Tensor, beta: Tensor, kappa: Tensor, src_mask: Tensor) -> Tensor:
@@ -143,8 +143,7 @@ def ntm_address(
     prev_weights (batch, src_len); key (batch, dim); beta, gate, gamma (batch,); shift (batch, 3)
     over offsets (-1, 0, +1); shift_index: `circular_shift_index(src_mask)`, once per sentence.
     """
-    unit_key = F.normalize(key, dim=-1)[:, :, None]  # (batch, dim, 1)
-    similarity = torch.bmm(unit_memory, unit_key).squeeze(-1)  # cosine K[k, M_i], eq. (6)
+    similarity = dot_rows(unit_memory, F.normalize(key, dim=-1))  # cosine K[k, M_i], eq. (6)
     content = masked_softmax(beta[:, None] * similarity, src_mask)  # w^c, eq. (5)
     gated = torch.lerp(prev_weights, content, gate[:, None])  # w^g = g w^c + (1 - g) w_{t-1}, eq. (7)
     if shift_index is None:

@@ -41,11 +41,19 @@ class ReadGRUCell(nn.GRUCell):
 
     def step(self, gi: Tensor, s: Tensor) -> Tensor:
         """One step from the input gates gi = W_ih x + b_ih, with PyTorch's GRUCell equations."""
-        gh = F.linear(s, self.weight_hh, self.bias_hh)
-        (i_r, i_z, i_n), (h_r, h_z, h_n) = gi.chunk(3, -1), gh.chunk(3, -1)
-        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-        n = torch.tanh(i_n + r * h_n)
-        return torch.lerp(n, s, z)  # (1 - z) n + z s
+        return gru_update(gi, F.linear(s, self.weight_hh, self.bias_hh), s)
+
+
+def gru_update(gi: Tensor, gh: Tensor, h: Tensor) -> Tensor:
+    """The GRU update from input gates gi and recurrent gates gh (batch, 3 hidden), as nn.GRUCell computes it.
+
+    r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), h̃ = tanh(gi_n + r ⊙ gh_n), h' = (1 - z) ⊙ h̃ + z ⊙ h. The reset
+    gate multiplies the recurrent product gh_n = U h + b (Cho 2014, App. A.1.2), not h itself as in U(r ⊙ h).
+    """
+    (i_r, i_z, i_n), (h_r, h_z, h_n) = gi.chunk(3, -1), gh.chunk(3, -1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    return torch.lerp(n, h, z)  # (1 - z) n + z h
 
 
 class DeepOutput(nn.Module):

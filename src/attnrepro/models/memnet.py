@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from attnrepro.errors import ConfigError
-from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
+from attnrepro.models.base import Memory, Seq2SeqModel, State, dot_rows, masked_softmax
 
 
 def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
@@ -82,7 +82,7 @@ class MemNet(Seq2SeqModel):
         """The K hops from query u^1 (batch, dim): [(u^k, o^k, p^k)] for k = 1..K."""
         hops = []
         for k in range(self.hops):
-            scores = torch.bmm(memory[f"m{k}"], u[:, :, None]).squeeze(-1)  # u^k · m_i, (batch, src_len)
+            scores = dot_rows(memory[f"m{k}"], u)  # u^k · m_i, (batch, src_len)
             p = masked_softmax(scores, memory["src_mask"])  # eq. (1)
             o = torch.bmm(p[:, None], memory[f"m{k + 1}"]).squeeze(1)  # o = Σ_i p_i c_i, eq. (2)
             hops.append((u, o, p))

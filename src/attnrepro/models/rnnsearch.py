@@ -105,5 +105,5 @@ class RNNSearch(Seq2SeqModel):
             alphas.append(alpha)
             s = self.decoder.step(self.decoder.read_input(y_i, h_proj, alpha), s)  # eq. (4)
         contexts = torch.bmm(torch.stack(alphas, 1), memory["annotations"])  # every c_i at once, eq. (5)
-        features = torch.cat([torch.stack(states, 1), y_prev, contexts], -1)
-        return self.readout(self.dropout(features))  # (batch, tgt_len, vocab)
+        features = torch.cat([self.dropout(torch.stack(states, 1)), y_prev, self.dropout(contexts)], -1)
+        return self.readout(features)  # (batch, tgt_len, vocab); E y dropped out once, above

@@ -5,6 +5,8 @@ multi-head scaled dot-product attention (§3.2, eqs. 1-2); position-wise feed-fo
 layers (eq. 2 of §3.3); embeddings scaled by √d_model and shared between source, target
 and pre-softmax projection (§3.4); sinusoidal positions (§3.5). Decoding keeps each
 layer's keys and values (a cache), so one step costs one position, not the whole prefix.
+Beam search reorders the cache lazily: `reorder` only records which row each new row
+continues, and the next step copies the past once, reordered, into the longer cache.
 """
 
 from __future__ import annotations
@@ -60,14 +62,17 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, d_ff: int, dropout: float):  # FFN(x) = max(0, x W1 + b1) W2 + b2
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, eq. (2). Dropout on the ReLU's output is tensor2tensor's
+    `relu_dropout`, not in the paper (§5.4 drops out only sublayer outputs and embedding sums): 0 by default."""
+
+    def __init__(self, d_model: int, d_ff: int, relu_dropout: float):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(relu_dropout), nn.Linear(d_ff, d_model))
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, ffn_dropout: float):
         super().__init__()
-        self.attn, self.ff = MultiHeadAttention(d_model, heads), FeedForward(d_model, d_ff, dropout)
+        self.attn, self.ff = MultiHeadAttention(d_model, heads), FeedForward(d_model, d_ff, ffn_dropout)
         self.norm1, self.norm2, self.drop = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -76,10 +81,10 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, ffn_dropout: float):
         super().__init__()
         self.self_attn, self.cross_attn = MultiHeadAttention(d_model, heads), MultiHeadAttention(d_model, heads)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, ffn_dropout)
         self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)), nn.Dropout(dropout)
 
     def forward(self, x, self_k, self_v, self_mask, cross_k, cross_v, cross_mask) -> tuple[Tensor, Tensor]:
@@ -100,6 +105,7 @@ class Transformer(Seq2SeqModel):
         layers: int = 6,
         dropout: float = 0.1,
         share_embeddings: bool = True,
+        ffn_dropout: float = 0.0,
     ):
         super().__init__()
         if share_embeddings and src_vocab != tgt_vocab:
@@ -114,8 +120,9 @@ class Transformer(Seq2SeqModel):
         nn.init.normal_(self.tgt_embed.weight, std=d_model**-0.5)
         if not share_embeddings:
             nn.init.normal_(self.src_embed.weight, std=d_model**-0.5)
-        self.encoder = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        sizes = (d_model, heads, d_ff, dropout, ffn_dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(*sizes) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*sizes) for _ in range(layers))
         self.dropout = nn.Dropout(dropout)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
@@ -136,29 +143,55 @@ class Transformer(Seq2SeqModel):
         return memory
 
     def init_state(self, memory: Memory) -> State:
-        batch, heads = memory["src_mask"].size(0), self.decoder[0].self_attn.heads
-        empty = memory["ck0"].new_zeros(batch, heads, 0, self.d_model // heads)
-        return {f"{kv}{i}": empty for i in range(len(self.decoder)) for kv in ("k", "v")}
+        rows, heads = memory["src_mask"].size(0), self.decoder[0].self_attn.heads
+        empty = memory["ck0"].new_zeros(rows, heads, 0, self.d_model // heads)  # (rows, heads, t, d_k)
+        order = torch.arange(rows, device=empty.device)
+        return {f"{kv}{i}": empty for i in range(len(self.decoder)) for kv in "kv"} | {"order": order}
 
-    def _decode(self, memory: Memory, state: State, x: Tensor, causal: Tensor | None) -> tuple[Tensor, State, Tensor]:
+    def reorder(self, memory: Memory | None, state: State, index: Tensor) -> tuple[Memory | None, State]:
+        """Lazily: the caches keep their rows, `order` says which row each new row reads (decode_step copies them)."""
+        memory, _ = super().reorder(memory, {}, index)
+        return memory, state | {"order": state["order"][index]}
+
+    def _decode(
+        self, memory: Memory, x: Tensor, causal: Tensor | None, state: State | None = None
+    ) -> tuple[Tensor, Tensor, State]:
+        """Decoder layers over x (batch, n, d_model): logits, the last layer's attention averaged over heads,
+        and, given the `state` of the positions before x, the caches of every position so far."""
         cross_mask = memory["src_mask"][:, None, None]
         new_state = {}
         for i, layer in enumerate(self.decoder):
-            k, v = layer.self_attn.keys_values(x)
-            k, v = torch.cat([state[f"k{i}"], k], 2), torch.cat([state[f"v{i}"], v], 2)  # cache: (batch, heads, t, d_k)
-            new_state[f"k{i}"], new_state[f"v{i}"] = k, v
+            k, v = layer.self_attn.keys_values(x)  # (batch, heads, n, d_k)
+            if state is not None:
+                k, v = _extend(state[f"k{i}"], state["order"], k), _extend(state[f"v{i}"], state["order"], v)
+                new_state[f"k{i}"], new_state[f"v{i}"] = k, v
             x, weights = layer(x, k, v, causal, memory[f"ck{i}"], memory[f"cv{i}"], cross_mask)
-        return self.logits(x), new_state, weights.mean(1)  # last layer's attention, averaged over heads
+        if state is not None:
+            new_state["order"] = torch.arange(x.size(0), device=x.device)
+        return self.logits(x), weights.mean(1), new_state
 
     def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
-        step = state["k0"].size(2)
-        x = self.embed(self.tgt_embed, prev_tokens[:, None], offset=step)  # (batch, 1, d_model)
-        logits, state, weights = self._decode(memory, state, x, None)  # the cache holds only the past
+        x = self.embed(self.tgt_embed, prev_tokens[:, None], offset=state["k0"].size(2))  # (batch, 1, d_model)
+        logits, weights, state = self._decode(memory, x, None, state)  # the cache holds only the past
         return torch.log_softmax(logits[:, 0], -1), state, weights[:, 0]
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         memory = self.encode(src, src_mask)
         n = tgt_in.size(1)
         causal = torch.ones(n, n, dtype=torch.bool, device=tgt_in.device).tril()  # position i sees j <= i, §3.2.3
-        logits, _, _ = self._decode(memory, self.init_state(memory), self.embed(self.tgt_embed, tgt_in), causal)
+        logits, _, _ = self._decode(memory, self.embed(self.tgt_embed, tgt_in), causal)
         return logits  # (batch, tgt_len, vocab)
+
+
+def _extend(cache: Tensor, order: Tensor, new: Tensor) -> Tensor:
+    """Rows `order` of `cache` (rows, heads, t, d_k), then `new` (batch, heads, 1, d_k) at position t.
+
+    One copy of the past per step, into a buffer of the new length (a reordered copy, then a concatenated
+    one, would be two).
+    """
+    if torch.is_grad_enabled():  # out= records no graph: select, then concatenate
+        return torch.cat([cache.index_select(0, order), new], 2)
+    extended = cache.new_empty(order.size(0), cache.size(1), cache.size(2) + 1, cache.size(3))
+    torch.index_select(cache, 0, order, out=extended[:, :, :-1])
+    extended[:, :, -1:] = new
+    return extended

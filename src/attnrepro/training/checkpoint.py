@@ -25,7 +25,8 @@ import torch
 
 from attnrepro.config import ModelConfig
 from attnrepro.errors import DataError
-from attnrepro.models import Seq2SeqModel, build_model
+from attnrepro.models import build_model
+from attnrepro.models.base import Seq2SeqModel
 
 MODEL_KEYS = ("model", "arch", "params", "src_vocab", "tgt_vocab", "step")
 RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen", "log_window", "early_stopping", "rng")

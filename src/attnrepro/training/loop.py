@@ -48,7 +48,8 @@ from tqdm import tqdm
 from attnrepro.config import ModelConfig
 from attnrepro.data.batching import Corpus, collate, token_batches
 from attnrepro.errors import ConfigError, DataError
-from attnrepro.models import Seq2SeqModel, build_model, count_parameters
+from attnrepro.models import build_model, count_parameters
+from attnrepro.models.base import Seq2SeqModel
 from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
     RESUME_KEYS,
     atomic_save,

@@ -14,7 +14,7 @@ from attnrepro.data.batching import Corpus, collate, token_batches
 from attnrepro.data.tokenize import PAD, Tokenizer
 from attnrepro.decoding.search import translate_ids
 from attnrepro.evaluation.scoring import corpus_bleu
-from attnrepro.models import Seq2SeqModel
+from attnrepro.models.base import Seq2SeqModel
 
 
 def loss_fn(logits: torch.Tensor, tgt_out: torch.Tensor, label_smoothing: float) -> torch.Tensor:
