@@ -138,6 +138,7 @@ def cmd_average(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     import torch
 
+    from attnrepro.data.text import read_lines
     from attnrepro.data.tokenize import load_tokenizer
     from attnrepro.decoding.attention_file import save_attention
     from attnrepro.decoding.search import translate_lines
@@ -151,8 +152,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     src_tok = load_tokenizer(spec, tok_dir / "src.model", src_lang)
     tgt_tok = load_tokenizer(spec, tok_dir / "tgt.model", tgt_lang)
     model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
-    with open(args.src, encoding="utf-8", newline="\n") as f:
-        lines = [line.rstrip("\n") for line in f]
+    lines = read_lines(Path(args.src))
     search = cfg.search_of(args.model) if args.model else cfg.search
     hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search)
     out = Path(args.out)

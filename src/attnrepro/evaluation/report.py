@@ -24,6 +24,7 @@ import pandas as pd
 import yaml
 
 from attnrepro.config import Config, ModelConfig
+from attnrepro.data.text import read_lines
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 FLOPS_NOTE = (
@@ -431,8 +432,7 @@ def token_strings(tokenizer: Any, line: str) -> list[str]:
 def alignment_sentences(cfg: Config, test_src: Path) -> list[int]:
     from attnrepro.evaluation.plots import select_alignment_sentences
 
-    with open(test_src, encoding="utf-8") as f:
-        sources = [line.rstrip("\n") for line in f]
+    sources = read_lines(test_src)
     return select_alignment_sentences(sources, cfg.evaluate.n_alignments)
 
 
@@ -458,8 +458,8 @@ def write_alignments(
     spec, (src_lang, tgt_lang) = cfg.tokenizer_of(model), cfg.languages
     src_tok = load_tokenizer(spec, tokenizer_dir / "src.model", src_lang)
     tgt_tok = load_tokenizer(spec, tokenizer_dir / "tgt.model", tgt_lang)
-    sources = test_src.read_text(encoding="utf-8").splitlines()
-    hypotheses = hyp.read_text(encoding="utf-8").splitlines()
+    sources = read_lines(test_src)
+    hypotheses = read_lines(hyp)
     weights = load_attention(attention)
     if not len(sources) == len(hypotheses) == len(weights):
         raise ValueError(f"{test_src}, {hyp}, {attention}: {len(sources)}, {len(hypotheses)}, {len(weights)} sentences")

@@ -20,6 +20,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU
 
+from attnrepro.data.text import read_lines
 from attnrepro.data.tokenize import UNK, Tokenizer
 
 NO_UNK_DEFINITION = (
@@ -153,5 +154,4 @@ def write_scores(summary: dict[str, Any], rows: list[dict[str, Any]], json_path:
 
 
 def _read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    return read_lines(path)  # UTF-8 checked, a bad line named by file and line (attnrepro.data.text)
