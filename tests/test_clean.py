@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from measure_memory import measure
+from measure_memory import measure, peak_rss_mib
 
 from attnrepro.config import CleanConfig
 from attnrepro.data.clean import RawCorpus, clean_split
@@ -107,3 +107,6 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path):
     # 8x the text (+48 MB): peak RSS of each phase within a few MB of the small run's
     assert large["clean_peak_rss_mib"] - small["clean_peak_rss_mib"] < 8
     assert large["encode_peak_rss_mib"] - small["encode_peak_rss_mib"] < 8
+    # 2 worker processes: the parent reads ahead a fixed number of chunks, not the corpus
+    small_parent, large_parent = (peak_rss_mib("encode", tmp_path / size, 500, 2) for size in ("small", "large"))
+    assert large_parent - small_parent < 8
