@@ -8,7 +8,9 @@ process are read ahead (`Pool.imap` would read the whole corpus into its queue),
 not grow with the corpus. Workers are forked from a fresh server process (multiprocessing's
 "forkserver"), never from the parent, which may hold torch or other threads that `fork` would copy
 in an undefined state; the server imports the `preload` modules once, so a worker starts in
-milliseconds rather than importing them again.
+milliseconds rather than importing them again. As with any such start method, a script that
+calls this with processes > 1 runs its work under `if __name__ == "__main__":` (each worker
+imports the main module; the `attnrepro` console script does this).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ Result = TypeVar("Result")
 
 IN_FLIGHT = 2  # chunks per process submitted ahead: one being worked on, one waiting in the queue
 
-# The worker of this process, installed once by the pool's initializer (a spawned process's own state).
+# The worker of this process, installed once by the pool's initializer (each worker process's own state).
 _installed: list[Callable[[Any], Any]] = []
 
 
