@@ -250,3 +250,13 @@ def test_a_sentencepiece_sample_of_100_or_fewer_sentences_is_refused_by_the_conf
         from_dict(raw)
     raw["tokenizers"]["spm"]["spm_sample_sentences"] = 101
     assert from_dict(raw).tokenizers["spm"].spm_sample_sentences == 101
+
+
+def test_a_file_that_is_not_a_word_vocabulary_is_named(tmp_path):
+    src, tgt = _corpus(tmp_path, 40)
+    train_tokenizers(TokenizerConfig(kind="spm", vocab_size=60), src, tgt, tmp_path / "spm")
+    with pytest.raises(DataError, match=rf"^{tmp_path}/spm/src.model:\d+: (not UTF-8|NUL byte)"):  # kind changed
+        WordVocab.load(tmp_path / "spm/src.model")
+    (tmp_path / "words.model").write_text("a\nb\n")
+    with pytest.raises(DataError, match=rf"^{tmp_path}/words.model: not a word vocabulary"):
+        WordVocab.load(tmp_path / "words.model")
