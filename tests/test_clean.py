@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from measure_memory import measure
+from measure_memory import measure, peak_rss_mib
 
 from attnrepro.config import CleanConfig
 from attnrepro.data.clean import RawCorpus, clean_split
+from attnrepro.errors import DataError
 
 
 def corpus(tmp_path, name: str, src: bytes, tgt: bytes) -> RawCorpus:
@@ -51,20 +52,34 @@ def test_each_filter_drops_what_clean_corpus_n_drops_and_the_manifest_counts_it(
     assert json.loads((tmp_path / "out/m.json").read_text()) == record
 
 
-def test_invalid_utf8_names_file_and_line(tmp_path):
-    bad = corpus(tmp_path, "cc", lines("fine", "fine") + b"caf\xe9\n", lines("bien", "bien", "café"))
-    with pytest.raises(ValueError, match=r"cc\.src:3: not valid UTF-8 at byte 3 .*invalid_utf8: drop"):
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        (b"caf\xe9 noir\n", r"not UTF-8 \(byte 0xe9 at column 4\)"),
+        (b"h\x00i\x00\n", r"NUL byte at column 2 \(UTF-16 text\? convert the file to UTF-8\)"),
+    ],
+)
+def test_text_that_is_not_utf8_names_file_and_line_or_is_dropped(tmp_path, bad_line, message):
+    bad = corpus(tmp_path, "cc", lines("fine", "fine") + bad_line, lines("bien", "bien", "café"))
+    with pytest.raises(DataError, match=rf"^{tmp_path}/cc\.src:3: {message}; set data.wmt.clean.invalid_utf8: drop"):
         run(tmp_path, [bad])
     assert not (tmp_path / "out/train.src").exists() and not list((tmp_path / "out").glob(".*"))
     record, src, _ = run(tmp_path, [bad], invalid_utf8="drop")
     assert src == ["fine", "fine"] and record["filters"][0] == {
-        "filter": "utf8", "rule": "valid UTF-8 on both sides", "before": 3, "after": 2,
+        "filter": "utf8", "rule": "UTF-8 text (no invalid byte, no NUL) on both sides", "before": 3, "after": 2,
     }  # fmt: skip
+
+
+def test_windows_line_ends_clean_to_the_same_text_and_are_not_counted_as_whitespace(tmp_path):
+    crlf = corpus(tmp_path, "crlf", b"a  b\r\nc\r\n", b"x\r\ny\r\n")
+    record, src, tgt = run(tmp_path, [crlf])
+    assert src == ["a b", "c"] and tgt == ["x", "y"] and (tmp_path / "out/train.src").read_bytes() == b"a b\nc\n"
+    assert record["whitespace_normalised"] == 1  # the double space; a line end is not whitespace to normalise
 
 
 def test_a_missing_line_names_the_file_and_line_where_the_other_ends(tmp_path):
     short = corpus(tmp_path, "un", lines("a", "b", "c"), lines("a", "b"))
-    with pytest.raises(ValueError, match=r"un\.src:3: line 3 has no counterpart: .*un\.tgt has only 2 lines"):
+    with pytest.raises(DataError, match=r"un\.src:3: line 3 has no counterpart: .*un\.tgt has only 2 lines$"):
         run(tmp_path, [short])
 
 
@@ -73,7 +88,7 @@ def test_evaluation_splits_keep_every_line_and_never_drop_invalid_utf8(tmp_path)
     record, src, _ = run(tmp_path, [test], filters=None)
     assert len(src) == 3 and record["filters"] == [] and record["pairs_out"] == 3
     bad = corpus(tmp_path, "newstest2013", b"\xff\n", b"x\n")
-    with pytest.raises(ValueError, match=r"newstest2013\.src:1: not valid UTF-8"):
+    with pytest.raises(DataError, match=r"newstest2013\.src:1: not UTF-8 \(byte 0xff at column 1\)$"):
         run(tmp_path, [bad], filters=None, invalid_utf8="drop")
 
 
@@ -92,3 +107,6 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path):
     # 8x the text (+48 MB): peak RSS of each phase within a few MB of the small run's
     assert large["clean_peak_rss_mib"] - small["clean_peak_rss_mib"] < 8
     assert large["encode_peak_rss_mib"] - small["encode_peak_rss_mib"] < 8
+    # 2 worker processes: the parent reads ahead a fixed number of chunks, not the corpus
+    small_parent, large_parent = (peak_rss_mib("encode", tmp_path / size, 500, 2) for size in ("small", "large"))
+    assert large_parent - small_parent < 8

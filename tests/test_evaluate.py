@@ -132,7 +132,7 @@ def test_a_bad_test_split_is_a_data_error_naming_the_file(tmp_path):
     with pytest.raises(DataError, match=f"{p['empty']}: the test split is empty"):
         score_files(p["empty"], p["empty"], p["empty"], EV)  # was an IndexError inside sacreBLEU
     (tmp_path / "hyp").write_bytes(b"a\n\xff\na\n")
-    with pytest.raises(DataError, match=f"{tmp_path / 'hyp'}:2: not valid UTF-8"):
+    with pytest.raises(DataError, match=f"{tmp_path / 'hyp'}:2: not UTF-8"):
         score_files(p["src"], tmp_path / "hyp", p["ref"], EV)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,7 @@ from attnrepro.data.tokenize import (
     load_tokenizer_pair,
     train_tokenizers,
 )
+from attnrepro.errors import DataError
 
 from conftest import REPO
 
@@ -76,12 +79,8 @@ def test_encode_corpus_offsets_and_line_count_check(tmp_path):
         assert f["src_offsets"].tolist() == [0, 2, 3]
         assert f["tgt_ids"].tolist() == vocab.encode("b a c a")
     (tmp_path / "t").write_text("b\n")
-    try:
+    with pytest.raises(DataError, match=rf"^{tmp_path}/s:2: line 2 has no counterpart: {tmp_path}/t has only 1 line$"):
         encode_corpus(vocab, vocab, tmp_path / "s", tmp_path / "t", tmp_path / "c2.npz")
-    except ValueError as err:
-        assert str(tmp_path / "s") in str(err) and "2 lines" in str(err)
-    else:
-        raise AssertionError("mismatched line counts were accepted")
     assert not Path(tmp_path / "c2.npz").exists()
 
 
@@ -155,3 +154,120 @@ def test_load_tokenizer_pair_reads_each_side_with_its_language(tmp_path):
     src, tgt = load_tokenizer_pair(TokenizerConfig(kind="word", pretokenize="moses"), tmp_path, ("en", "fr"))
     assert (src.lang, tgt.lang) == ("en", "fr") and (len(src), len(tgt)) == (5, 6)
     assert tgt.encode("le chat") == [5, 4]
+
+
+def _corpus(tmp_path, n: int) -> tuple[Path, Path]:
+    """`n` English/French pairs with punctuation the Moses rules split, and enough distinct words
+    that the vocabulary cut (and its ties) falls inside the counts."""
+    tmp_path.mkdir(exist_ok=True)
+    src, tgt = tmp_path / "train.en", tmp_path / "train.fr"
+    src.write_text("".join(f"The cat's {i % 13} mats, isn't it? w{i % 7} w{i % 5}\n" for i in range(n)), "utf-8")
+    tgt.write_text("".join(f"L'homme « {i % 11} » n'est-ce pas ? m{i % 7} m{i % 3}\n" for i in range(n)), "utf-8")
+    return src, tgt
+
+
+TOKENIZERS = {
+    "word": TokenizerConfig(kind="word", vocab_size=12),
+    "moses": TokenizerConfig(kind="word", vocab_size=12, pretokenize="moses"),
+    "moses_shared": TokenizerConfig(kind="word", vocab_size=20, pretokenize="moses", shared=True),
+    "spm": TokenizerConfig(kind="spm", vocab_size=60),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TOKENIZERS))
+@pytest.mark.parametrize("pairs", [23, 0])  # 23: chunks of 5, 5, 5, 5, 3
+def test_one_and_two_processes_write_byte_identical_vocabularies_and_npz(tmp_path, monkeypatch, kind, pairs):
+    import attnrepro.data.tokenize as tokenize
+
+    monkeypatch.setattr(tokenize, "CHUNK_LINES", 5)
+    cfg = TOKENIZERS[kind]
+    src, tgt = _corpus(tmp_path, pairs)
+    if kind == "spm":  # sentencepiece trains on its own threads; encoding runs in our processes
+        train_src, train_tgt = _corpus(tmp_path / "spm", 40) if pairs == 0 else (src, tgt)
+        train_tokenizers(cfg, train_src, train_tgt, tmp_path / "tok1", ("en", "fr"))
+        shutil.copytree(tmp_path / "tok1", tmp_path / "tok2")
+    for processes in (1, 2):
+        tok_dir = tmp_path / f"tok{processes}"
+        if kind != "spm":
+            train_tokenizers(cfg, src, tgt, tok_dir, ("en", "fr"), threads=processes)
+        src_tok = load_tokenizer(cfg, tok_dir / "src.model", "en")
+        tgt_tok = load_tokenizer(cfg, tok_dir / "tgt.model", "fr")
+        assert encode_corpus(src_tok, tgt_tok, src, tgt, tmp_path / f"c{processes}.npz", processes) == pairs
+    for name in ("src.model", "tgt.model"):
+        assert (tmp_path / "tok1" / name).read_bytes() == (tmp_path / "tok2" / name).read_bytes()
+    assert (tmp_path / "c1.npz").read_bytes() == (tmp_path / "c2.npz").read_bytes()
+    with np.load(tmp_path / "c2.npz") as f:
+        assert len(f["src_offsets"]) == pairs + 1 and f["tgt_offsets"][-1] == len(f["tgt_ids"])
+        expected = encode_lines(tgt_tok, tgt.read_text("utf-8").splitlines())
+        assert f["tgt_ids"].tolist() == expected[0].tolist() and f["tgt_offsets"].tolist() == expected[1].tolist()
+    if kind != "spm" and pairs:
+        words = WordVocab.load(tmp_path / "tok2/tgt.model").words
+        assert len(words) == 4 + TOKENIZERS[kind].vocab_size  # the cut falls inside the counted words
+        if kind.startswith("moses"):
+            assert {"L'", "«", "?"} <= set(words)
+
+
+def test_the_parallel_vocabulary_is_the_one_process_count_of_every_word(tmp_path, monkeypatch):
+    import attnrepro.data.tokenize as tokenize
+    from attnrepro.data.tokenize import count_words
+
+    monkeypatch.setattr(tokenize, "CHUNK_LINES", 4)
+    src, tgt = _corpus(tmp_path, 30)
+    words = [w for line in src.read_text().splitlines() for w in line.split()]
+    assert count_words([src], None, processes=2) == [Counter(words)]
+    en, fr = count_words([src, tgt], ("en", "fr"), processes=2)
+    assert en["'t"] == en["?"] == fr["L'"] == fr["?"] == 30 and "L'" not in en  # English clitic, French elision
+    assert [en, fr] == count_words([src, tgt], ("en", "fr"), processes=1)
+
+
+def test_a_bad_line_in_a_later_chunk_is_named_by_its_line_in_the_file(tmp_path, monkeypatch):
+    import attnrepro.data.tokenize as tokenize
+
+    monkeypatch.setattr(tokenize, "CHUNK_LINES", 4)
+    src, tgt = _corpus(tmp_path, 10)
+    lines = tgt.read_bytes().splitlines(keepends=True)
+    lines[8] = b"caf\xe9\n"
+    tgt.write_bytes(b"".join(lines))
+    vocab = WordVocab.build(["a"], 10)
+    for processes in (1, 2):
+        with pytest.raises(DataError, match=rf"^{tgt}:9: not UTF-8 \(byte 0xe9 at column 4\)$"):
+            encode_corpus(vocab, vocab, src, tgt, tmp_path / "c.npz", processes)
+        with pytest.raises(DataError, match=rf"^{tgt}:9: not UTF-8"):
+            tokenize.train_tokenizers(TOKENIZERS["moses"], src, tgt, tmp_path / "tok", ("en", "fr"), processes)
+    assert not (tmp_path / "c.npz").exists() and not list(tmp_path.glob(".c.npz*"))
+
+
+def test_sentencepiece_reads_through_the_checked_reader_and_writes_the_same_model_twice(tmp_path):
+    src, tgt = _corpus(tmp_path, 400)
+    cfg = TokenizerConfig(kind="spm", vocab_size=60)  # every line in the sample: nothing random
+    train_tokenizers(cfg, src, tgt, tmp_path / "a")
+    train_tokenizers(cfg, src, tgt, tmp_path / "b")
+    assert (tmp_path / "a/src.model").read_bytes() == (tmp_path / "b/src.model").read_bytes()  # no temporary path
+    tgt.write_bytes(tgt.read_bytes().replace(b"m2\n", b"m2\x00\n", 1))
+    with pytest.raises(DataError, match=rf"^{tgt}:3: NUL byte at column 35 "):
+        train_tokenizers(cfg, src, tgt, tmp_path / "c")
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    with pytest.raises(DataError, match="no text to train sentencepiece on"):
+        train_tokenizers(cfg, empty, empty, tmp_path / "d")
+
+
+def test_a_sentencepiece_sample_of_100_or_fewer_sentences_is_refused_by_the_config():
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["tokenizers"]["spm"]["spm_sample_sentences"] = 100  # sentencepiece's trainer needs > 100
+    with pytest.raises(
+        ConfigError, match=r"^tokenizers\.spm\.spm_sample_sentences: 100 is less than the minimum of 101"
+    ):
+        from_dict(raw)
+    raw["tokenizers"]["spm"]["spm_sample_sentences"] = 101
+    assert from_dict(raw).tokenizers["spm"].spm_sample_sentences == 101
+
+
+def test_a_file_that_is_not_a_word_vocabulary_is_named(tmp_path):
+    src, tgt = _corpus(tmp_path, 40)
+    train_tokenizers(TokenizerConfig(kind="spm", vocab_size=60), src, tgt, tmp_path / "spm")
+    with pytest.raises(DataError, match=rf"^{tmp_path}/spm/src.model:\d+: (not UTF-8|NUL byte)"):  # kind changed
+        WordVocab.load(tmp_path / "spm/src.model")
+    (tmp_path / "words.model").write_text("a\nb\n")
+    with pytest.raises(DataError, match=rf"^{tmp_path}/words.model: not a word vocabulary"):
+        WordVocab.load(tmp_path / "words.model")

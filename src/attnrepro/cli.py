@@ -86,7 +86,7 @@ def cmd_encode(args: argparse.Namespace) -> None:
     cfg = load_config(args.config)
     spec = cfg.tokenizer_named(args.name)
     src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
-    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out))
+    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out), args.threads)
     print(f"{args.out}: {n} sentence pairs")
 
 
@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
     p.add_argument("--out-dir", required=True)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="sentencepiece threads, or processes counting words")
 
     p = verb("encode", cmd_encode, "encode a parallel text into token ids")
     p.add_argument("--name", required=True, help="a name under tokenizers")
@@ -302,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--threads", type=int, default=1, help="processes encoding chunks of lines (same output)")
 
     p = verb("train", cmd_train, "train one model (resumes from its last checkpoint)")
     p.add_argument("--model", required=True)

@@ -2,7 +2,8 @@
 
 
 rule tokenizer:
-    """Sentencepiece or a word shortlist (tokenizers.NAME.kind), trained on the tokenizer's train_split."""
+    """Sentencepiece or a word shortlist (tokenizers.NAME.kind), trained on the tokenizer's train_split
+    (sentencepiece on `threads` threads; words counted by `threads` processes)."""
     input:
         src=split_text("src"),
         tgt=split_text("tgt"),
@@ -24,7 +25,7 @@ rule tokenizer:
 
 
 rule encode:
-    """Token ids of a split (train = the tokenizer's train_split), streamed into one .npz."""
+    """Token ids of a split (train = the tokenizer's train_split), streamed into one .npz by `threads` processes."""
     input:
         tokenizer=f"{RESULTS}/tokenizer/{{tokenizer}}/src.model",
         src=split_text("src"),
@@ -37,6 +38,7 @@ rule encode:
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
     wildcard_constraints:
         split="train|valid",
+    threads: CFG.resources.threads
     conda:
         "../../envs/attnrepro.yaml"
     log:
@@ -44,4 +46,4 @@ rule encode:
     shell:
         "attnrepro encode --config {params.config:q} --name {wildcards.tokenizer:q}"
         " --tokenizer-dir {params.tokenizer_dir:q} --src {input.src:q} --tgt {input.tgt:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output:q} --threads {threads} > {log:q} 2>&1"

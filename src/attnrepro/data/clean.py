@@ -1,8 +1,8 @@
-"""Cleaning a split: validation (same line count, valid UTF-8; errors name file:line), whitespace
-normalisation and, for training splits, the filters of Moses' `clean-corpus-n.perl` as the WMT
-baselines ran it (`clean-corpus-n.perl CORPUS en fr CLEAN 1 80`: drop a pair when either side
-is empty, has fewer than `min_len` or more than `max_len` words, or one side is more than
-`max_ratio` (default 9) times longer than the other).
+"""Cleaning a split: validation (same line count, UTF-8 without NUL bytes, as `attnrepro.data.text`
+reads every text; errors name file:line), whitespace normalisation and, for training splits, the
+filters of Moses' `clean-corpus-n.perl` as the WMT baselines ran it (`clean-corpus-n.perl CORPUS
+en fr CLEAN 1 80`: drop a pair when either side is empty, has fewer than `min_len` or more than
+`max_len` words, or one side is more than `max_ratio` (default 9) times longer than the other).
 
 Pairs are streamed one at a time: memory does not grow with the corpus. Counts before and after
 every filter, per corpus and in total, go to a JSON manifest beside the output.
@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
 from attnrepro.config import CleanConfig
+from attnrepro.data.text import decode_line, raw_pairs
+from attnrepro.errors import DataError
+
+UTF8_RULE = "UTF-8 text (no invalid byte, no NUL) on both sides"
 
 
 @dataclass(frozen=True)
@@ -26,31 +28,6 @@ class RawCorpus:
     name: str
     src: Path
     tgt: Path
-
-
-def read_pairs(corpus: RawCorpus) -> Iterator[tuple[int, bytes, bytes]]:
-    """(line number, source bytes, target bytes), checking that both files end on the same line."""
-    with open(corpus.src, "rb") as src, open(corpus.tgt, "rb") as tgt:
-        lineno = 0
-        for src_line, tgt_line in zip_longest(src, tgt):
-            lineno += 1
-            if src_line is None or tgt_line is None:
-                shorter, longer = (corpus.src, corpus.tgt) if src_line is None else (corpus.tgt, corpus.src)
-                raise ValueError(
-                    f"{longer}:{lineno}: line {lineno} has no counterpart: {shorter} has only {lineno - 1} lines"
-                )
-            yield lineno, src_line, tgt_line
-
-
-class InvalidUtf8(ValueError):
-    """A line that is not UTF-8 (the message names file:line and the byte)."""
-
-
-def _decode(line: bytes, path: Path, lineno: int) -> str:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InvalidUtf8(f"{path}:{lineno}: not valid UTF-8 at byte {err.start} of the line") from None
 
 
 class Filters:
@@ -113,20 +90,20 @@ def clean_split(
         ):
             for corpus in corpora:
                 kept_before, n = totals["pairs_out"], 0
-                for lineno, src_raw, tgt_raw in read_pairs(corpus):
+                for lineno, (src_raw, tgt_raw) in enumerate(raw_pairs(corpus.src, corpus.tgt), start=1):
                     n += 1
                     try:
-                        src_text = _decode(src_raw, corpus.src, lineno)
-                        tgt_text = _decode(tgt_raw, corpus.tgt, lineno)
-                    except InvalidUtf8 as err:
+                        src_text = decode_line(src_raw, corpus.src, lineno)
+                        tgt_text = decode_line(tgt_raw, corpus.tgt, lineno)
+                    except DataError as err:  # not UTF-8, or a NUL byte
                         if not drop_invalid:
                             hint = "; set data.wmt.clean.invalid_utf8: drop to drop such pairs" if filters else ""
-                            raise InvalidUtf8(f"{err}{hint}") from None
+                            raise DataError(f"{err}{hint}") from None
                         totals["invalid_utf8"] += 1
                         continue
                     # Moses clean-corpus-n.perl: collapse runs of whitespace, trim both ends.
                     src_norm, tgt_norm = " ".join(src_text.split()), " ".join(tgt_text.split())
-                    if src_norm != src_text.rstrip("\n") or tgt_norm != tgt_text.rstrip("\n"):
+                    if src_norm != src_text or tgt_norm != tgt_text:
                         totals["whitespace_normalised"] += 1
                     n_src, n_tgt = src_norm.count(" ") + bool(src_norm), tgt_norm.count(" ") + bool(tgt_norm)
                     rejected = chain.reject(n_src, n_tgt)
@@ -148,7 +125,7 @@ def clean_split(
     remaining = totals["pairs_in"]
     if filters is not None:
         after = remaining - totals["invalid_utf8"]
-        steps.append({"filter": "utf8", "rule": "valid UTF-8 on both sides", "before": remaining, "after": after})
+        steps.append({"filter": "utf8", "rule": UTF8_RULE, "before": remaining, "after": after})
         remaining = after
     for name, rule in chain.rules().items():
         after = remaining - chain.dropped[name]

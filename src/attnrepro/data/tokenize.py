@@ -11,10 +11,14 @@ word would count as three tokens in every BLEU.
 
 Large corpora are streamed: `encode_corpus` writes ids to disk in chunks and assembles the
 .npz without holding a corpus in memory (ids as uint16 when the vocabulary fits, else int32).
+Counting a word vocabulary and encoding run over chunks of `CHUNK_LINES` lines in `processes`
+worker processes (`attnrepro.data.parallel`); the files are byte-identical whatever their number.
+Text is read by `attnrepro.data.text`: a line that is not UTF-8 stops with its file and line.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
@@ -22,17 +26,27 @@ import zipfile
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain, islice
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 import numpy as np
 
 from attnrepro.config import TokenizerConfig
+from attnrepro.data.parallel import ordered_map
+from attnrepro.data.text import check_parallel, decode_line, iter_lines, raw_lines, raw_pairs, read_lines
+from attnrepro.errors import DataError
+
+if TYPE_CHECKING:
+    from sacremoses import MosesTokenizer
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
 UNK_WORD = "UNK"  # how decoded text writes <unk>: one token for 13a and Moses alike (see the module docstring)
-CHUNK_LINES = 10_000  # lines encoded between writes to disk
+CHUNK_LINES = 10_000  # lines a worker process counts or encodes at a time, and between writes to disk
+PRELOAD = (__name__, "sacremoses")  # imported once by the process that forks the workers
+Item = TypeVar("Item")
 
 
 class Tokenizer(Protocol):
@@ -53,7 +67,10 @@ class WordVocab:
 
     @classmethod
     def build(cls, lines: Iterable[str], vocab_size: int) -> WordVocab:
-        counts = Counter(word for line in lines for word in line.split())
+        return cls.from_counts(Counter(word for line in lines for word in line.split()), vocab_size)
+
+    @classmethod
+    def from_counts(cls, counts: Counter[str], vocab_size: int) -> WordVocab:
         # Most frequent first; ties broken alphabetically so the vocabulary is deterministic.
         ranked = sorted(counts, key=lambda w: (-counts[w], w))
         return cls(list(SPECIALS) + [w for w in ranked if w not in SPECIALS][:vocab_size])
@@ -63,8 +80,10 @@ class WordVocab:
 
     @classmethod
     def load(cls, path: Path) -> WordVocab:
-        with open(path, encoding="utf-8", newline="\n") as f:
-            return cls([line.rstrip("\n") for line in f])
+        words = read_lines(path)
+        if tuple(words[: len(SPECIALS)]) != SPECIALS:
+            raise DataError(f"{path}: not a word vocabulary (its first lines are not {' '.join(SPECIALS)})")
+        return cls(words)
 
     def encode(self, line: str) -> list[int]:
         return [self.index.get(w, UNK) for w in line.split()]
@@ -96,7 +115,7 @@ class MosesWordVocab:
         self.detokenizer = MosesDetokenizer(lang)
 
     def tokenize(self, line: str) -> list[str]:
-        return self.moses.tokenize(line, escape=False)
+        return moses_words(self.moses, line)
 
     def encode(self, line: str) -> list[int]:
         return [self.vocab.index.get(w, UNK) for w in self.tokenize(line)]
@@ -119,13 +138,15 @@ class SentencePiece:
 
     @staticmethod
     def train(inputs: list[Path], path: Path, cfg: TokenizerConfig, vocab_size: int, threads: int = 1) -> None:
+        """Train on the lines of `inputs`, read by `attnrepro.data.text` (a bad line stops naming it)."""
         import sentencepiece as spm
 
-        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-            prefix = Path(tmp) / "spm"
+        sentences = _Sentences(inputs)
+        model = io.BytesIO()
+        try:
             spm.SentencePieceTrainer.train(
-                input=",".join(str(p) for p in inputs),
-                model_prefix=str(prefix),
+                sentence_iterator=iter(sentences),
+                model_writer=model,
                 vocab_size=vocab_size,
                 model_type=cfg.spm_model_type,
                 pad_id=PAD,
@@ -139,7 +160,10 @@ class SentencePiece:
                 num_threads=threads,
                 minloglevel=2,
             )
-            os.replace(f"{prefix}.model", path)
+        except RuntimeError:
+            sentences.raise_read_error()  # sentencepiece reports our DataError as a RuntimeError of its own
+            raise
+        _atomic_write_bytes(path, model.getvalue())
 
     def encode(self, line: str) -> list[int]:
         return self.processor.encode(line)
@@ -162,23 +186,26 @@ def train_tokenizers(
     languages: tuple[str, str] = ("en", "en"),
     threads: int = 1,
 ) -> None:
-    """Write `out_dir/src.model` and `out_dir/tgt.model` from the training text (streamed)."""
+    """Write `out_dir/src.model` and `out_dir/tgt.model` from the training text (streamed): sentencepiece
+    on `threads` threads, or word vocabularies counted in `threads` processes."""
+    check_parallel(src_text, tgt_text)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sides = {"src": [src_text], "tgt": [tgt_text]}
+    src_path, tgt_path = out_dir / "src.model", out_dir / "tgt.model"
+    if cfg.kind == "spm" and cfg.shared:
+        SentencePiece.train([src_text, tgt_text], src_path, cfg, cfg.vocab_size, threads)
+    elif cfg.kind == "spm":
+        SentencePiece.train([src_text], src_path, cfg, cfg.side_vocab_size("src"), threads)
+        SentencePiece.train([tgt_text], tgt_path, cfg, cfg.side_vocab_size("tgt"), threads)
+    else:
+        moses = languages if cfg.pretokenize == "moses" else None
+        src_counts, tgt_counts = count_words([src_text, tgt_text], moses, threads)
+        if cfg.shared:
+            src_counts = src_counts + tgt_counts
+        WordVocab.from_counts(src_counts, cfg.side_vocab_size("src")).save(src_path)
+        if not cfg.shared:
+            WordVocab.from_counts(tgt_counts, cfg.side_vocab_size("tgt")).save(tgt_path)
     if cfg.shared:
-        sides = {"src": [src_text, tgt_text], "tgt": [src_text, tgt_text]}
-    langs = dict(zip(("src", "tgt"), languages))
-    for side, inputs in sides.items():
-        path = out_dir / f"{side}.model"
-        if cfg.shared and side == "tgt":
-            shutil.copyfile(out_dir / "src.model", path)  # one vocabulary, trained once
-        elif cfg.kind == "spm":
-            SentencePiece.train(inputs, path, cfg, cfg.side_vocab_size(side), threads)
-        elif cfg.pretokenize == "moses":
-            lines = _moses_lines(inputs, languages if cfg.shared else (langs[side],))
-            WordVocab.build(lines, cfg.side_vocab_size(side)).save(path)
-        else:
-            WordVocab.build(_lines(inputs), cfg.side_vocab_size(side)).save(path)
+        shutil.copyfile(src_path, tgt_path)  # one vocabulary, trained once
 
 
 def load_tokenizer(cfg: TokenizerConfig, path: Path, lang: str = "en") -> Tokenizer:
@@ -197,20 +224,60 @@ def load_tokenizer_pair(
     return load_tokenizer(cfg, folder / "src.model", src_lang), load_tokenizer(cfg, folder / "tgt.model", tgt_lang)
 
 
-def _lines(paths: list[Path]) -> Iterator[str]:
-    for path in paths:
-        with open(path, encoding="utf-8", newline="\n") as f:
-            yield from f
+def moses_words(moses: MosesTokenizer, line: str) -> list[str]:
+    """Moses' `tokenizer.perl -l LANG` without escaping (sacremoses)."""
+    return moses.tokenize(line, escape=False)
 
 
-def _moses_lines(paths: list[Path], langs: tuple[str, ...]) -> Iterator[str]:
-    """Moses-tokenized lines of each file, file i with the rules of langs[i] (or the only one)."""
-    from sacremoses import MosesTokenizer
+def count_words(paths: list[Path], moses: tuple[str, ...] | None, processes: int = 1) -> list[Counter[str]]:
+    """How often each word occurs in each of `paths`: whitespace words, or with `moses` the Moses tokens
+    of file i under the rules of language moses[i]. Chunks of every file are counted in one pool."""
+    chunks = ((i, path, first, lines) for i, path in enumerate(paths) for first, lines in _chunks(raw_lines(path)))
+    counts: list[Counter[str]] = [Counter() for _ in paths]
+    for i, chunk_counts in ordered_map(_WordCounter(moses), chunks, processes, PRELOAD):
+        counts[i].update(chunk_counts)  # a sum: the same counts in any grouping
+    return counts
 
-    for i, path in enumerate(paths):
-        moses = MosesTokenizer(langs[min(i, len(langs) - 1)])
-        for line in _lines([path]):
-            yield " ".join(moses.tokenize(line.rstrip("\n"), escape=False))
+
+class _WordCounter:
+    """The word counts of one chunk of a file (a picklable worker for `ordered_map`)."""
+
+    def __init__(self, moses_langs: tuple[str, ...] | None):
+        from sacremoses import MosesTokenizer
+
+        self.moses = [MosesTokenizer(lang) for lang in moses_langs] if moses_langs else None
+
+    def __call__(self, chunk: tuple[int, Path, int, list[bytes]]) -> tuple[int, Counter[str]]:
+        file_index, path, first, lines = chunk
+        counts: Counter[str] = Counter()
+        for lineno, raw in enumerate(lines, start=first):
+            line = decode_line(raw, path, lineno)
+            counts.update(line.split() if self.moses is None else moses_words(self.moses[file_index], line))
+        return file_index, counts
+
+
+class _Sentences:
+    """The lines of `paths` for sentencepiece's trainer, keeping the DataError that stopped them."""
+
+    def __init__(self, paths: list[Path]):
+        self.paths = paths
+        self.error: DataError | None = None
+        self.nonempty = 0
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for line in chain.from_iterable(iter_lines(path) for path in self.paths):
+                self.nonempty += bool(line)
+                yield line
+        except DataError as err:
+            self.error = err
+            raise
+
+    def raise_read_error(self) -> None:
+        if self.error is not None:
+            raise self.error from None
+        if self.nonempty == 0:
+            raise DataError(f"{', '.join(map(str, self.paths))}: no text to train sentencepiece on")
 
 
 def encode_lines(tokenizer: Tokenizer, lines: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -228,37 +295,34 @@ def id_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 2**16 else np.dtype(np.int32)
 
 
-def encode_corpus(src_tok: Tokenizer, tgt_tok: Tokenizer, src_text: Path, tgt_text: Path, out: Path) -> int:
+ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")
+
+
+def encode_corpus(
+    src_tok: Tokenizer, tgt_tok: Tokenizer, src_text: Path, tgt_text: Path, out: Path, processes: int = 1
+) -> int:
     """Encode a parallel corpus into one .npz (src_ids, src_offsets, tgt_ids, tgt_offsets), streaming:
-    ids go to temporary files a chunk of lines at a time, then into the archive. Returns the pair count."""
+    chunks of lines are encoded in `processes` processes, their ids appended in order to temporary
+    files, then copied into the archive. Returns the pair count."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
-        parts = {name: Path(tmp) / name for name in ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")}
+        parts = {name: Path(tmp) / name for name in ARRAYS}
         dtypes = {"src_ids": id_dtype(len(src_tok)), "tgt_ids": id_dtype(len(tgt_tok))}
+        lengths = {"src_ids": 0, "tgt_ids": 0, "src_offsets": 1, "tgt_offsets": 1}
         files = {name: open(path, "wb") for name, path in parts.items()}
         try:
-            counts = {"src_ids": 0, "tgt_ids": 0}
             for f in (files["src_offsets"], files["tgt_offsets"]):
                 np.zeros(1, dtype=np.int64).tofile(f)
-            n = 0
-            for chunk in _paired_chunks(src_text, tgt_text):
-                for side, tok, lines in (("src", src_tok, chunk[0]), ("tgt", tgt_tok, chunk[1])):
-                    dtype = dtypes[f"{side}_ids"]
-                    ids, lengths = array(dtype.char), array("q")  # compact buffers, not lists of ints
-                    for line in lines:
-                        encoded = tok.encode(line)
-                        ids.extend(encoded)
-                        lengths.append(len(encoded))
-                    np.frombuffer(ids, dtype=dtype).tofile(files[f"{side}_ids"])
-                    (counts[f"{side}_ids"] + np.cumsum(np.frombuffer(lengths, dtype=np.int64))).tofile(
-                        files[f"{side}_offsets"]
-                    )
-                    counts[f"{side}_ids"] += len(ids)
-                n += len(chunk[0])
+            encoder = _PairEncoder(src_tok, tgt_tok, src_text, tgt_text)
+            for encoded in ordered_map(encoder, _chunks(raw_pairs(src_text, tgt_text)), processes, PRELOAD):
+                for side, (ids, sentence_lengths) in zip(("src", "tgt"), encoded):
+                    ids.tofile(files[f"{side}_ids"])
+                    (lengths[f"{side}_ids"] + np.cumsum(sentence_lengths)).tofile(files[f"{side}_offsets"])
+                    lengths[f"{side}_ids"] += len(ids)
+                    lengths[f"{side}_offsets"] += len(sentence_lengths)
         finally:
             for f in files.values():
                 f.close()
-        lengths = {**counts, "src_offsets": n + 1, "tgt_offsets": n + 1}
         tmp_out = Path(tmp) / "out.npz"
         with zipfile.ZipFile(tmp_out, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
             for name, path in parts.items():
@@ -266,24 +330,42 @@ def encode_corpus(src_tok: Tokenizer, tgt_tok: Tokenizer, src_text: Path, tgt_te
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as member, open(path, "rb") as raw:
                     _write_npy(member, raw, dtype, lengths[name])
         os.replace(tmp_out, out)
-    return n
+    return lengths["src_offsets"] - 1
 
 
-def _paired_chunks(src_text: Path, tgt_text: Path) -> Iterator[tuple[list[str], list[str]]]:
-    """Lines of both files, CHUNK_LINES at a time; a line-count mismatch raises naming both files."""
-    with open(src_text, encoding="utf-8", newline="\n") as src, open(tgt_text, encoding="utf-8", newline="\n") as tgt:
-        n = 0
-        while True:
-            src_lines = [line.rstrip("\n") for _, line in zip(range(CHUNK_LINES), src)]
-            tgt_lines = [line.rstrip("\n") for _, line in zip(range(CHUNK_LINES), tgt)]
-            if len(src_lines) != len(tgt_lines):
-                n_src = n + len(src_lines) + sum(1 for _ in src)
-                n_tgt = n + len(tgt_lines) + sum(1 for _ in tgt)
-                raise ValueError(f"{src_text} has {n_src} lines but {tgt_text} has {n_tgt}")
-            if not src_lines:
-                return
-            n += len(src_lines)
-            yield src_lines, tgt_lines
+@dataclass(frozen=True)
+class _PairEncoder:
+    """The ids and sentence lengths of both sides of one chunk of pairs (a picklable worker for `ordered_map`)."""
+
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    src_text: Path
+    tgt_text: Path
+
+    def __call__(self, chunk: tuple[int, list[tuple[bytes, bytes]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        first, pairs = chunk
+        texts = [
+            (decode_line(src, self.src_text, lineno), decode_line(tgt, self.tgt_text, lineno))
+            for lineno, (src, tgt) in enumerate(pairs, start=first)
+        ]
+        encoded = []
+        for side, tok in enumerate((self.src_tok, self.tgt_tok)):
+            dtype = id_dtype(len(tok))
+            ids, lengths = array(dtype.char), array("q")  # compact buffers, not lists of ints
+            for pair in texts:
+                sentence = tok.encode(pair[side])
+                ids.extend(sentence)
+                lengths.append(len(sentence))
+            encoded.append((np.frombuffer(ids, dtype=dtype), np.frombuffer(lengths, dtype=np.int64)))
+        return encoded
+
+
+def _chunks(items: Iterable[Item]) -> Iterator[tuple[int, list[Item]]]:
+    """(line number of the first item, the next CHUNK_LINES items) until `items` ends."""
+    iterator, first = iter(items), 1
+    while chunk := list(islice(iterator, CHUNK_LINES)):
+        yield first, chunk
+        first += len(chunk)
 
 
 def _write_npy(member: BinaryIO, raw: BinaryIO, dtype: np.dtype, length: int) -> None:
@@ -294,6 +376,10 @@ def _write_npy(member: BinaryIO, raw: BinaryIO, dtype: np.dtype, length: int) ->
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
+    _atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = Path(path).with_name(Path(path).name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(data)
     os.replace(tmp, path)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from attnrepro.config import Config
+from attnrepro.data.text import read_lines
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.evaluation import captions as cap
 from attnrepro.evaluation.aggregate import bleu_by_length_aggregate
@@ -91,8 +92,7 @@ def token_strings(tokenizer: Any, line: str) -> list[str]:
 
 
 def alignment_sentences(cfg: Config, test_src: Path) -> list[int]:
-    with open(test_src, encoding="utf-8") as f:
-        sources = [line.rstrip("\n") for line in f]
+    sources = read_lines(test_src)
     return select_alignment_sentences(sources, cfg.evaluate.n_alignments)
 
 
@@ -114,8 +114,8 @@ def write_alignments(
     if not has_attention(mc.arch):
         raise ConfigError(f"models.{model}: arch {mc.arch!r} has no attention to plot")
     src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_of(model), tokenizer_dir, cfg.languages)
-    sources = test_src.read_text(encoding="utf-8").splitlines()
-    hypotheses = hyp.read_text(encoding="utf-8").splitlines()
+    sources = read_lines(test_src)
+    hypotheses = read_lines(hyp)
     weights = load_attention(attention)
     if not len(sources) == len(hypotheses) == len(weights):
         raise DataError(f"{test_src}, {hyp}, {attention}: {len(sources)}, {len(hypotheses)}, {len(weights)} sentences")

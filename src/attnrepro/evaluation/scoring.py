@@ -36,6 +36,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from attnrepro.config import EvaluateConfig
+from attnrepro.data.text import read_lines
 from attnrepro.data.tokenize import Tokenizer
 from attnrepro.errors import DataError
 from attnrepro.evaluation.no_unk import (
@@ -298,18 +299,6 @@ def read_test_split(src_path: Path, *aligned: Path) -> list[list[str]]:
         counts = ", ".join(f"{path} {len(lines)}" for path, lines in zip((src_path, *aligned), texts))
         raise DataError(f"line counts differ: {counts}")
     return texts
-
-
-def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file, split at "\\n" only (as `attnrepro translate` reads its source)."""
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8") from None
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
 
 
 def _round(score: float | None) -> float | None:
