@@ -86,7 +86,7 @@ esac
 UPSTREAM = [
     "data/train.src", "data/train.tgt", "data/valid.src", "data/valid.tgt", "data/test.src", "data/test.tgt",
     "tokenizer/spm/src.model", "tokenizer/spm/tgt.model", "encoded/spm/train.npz", "encoded/spm/valid.npz",
-    "{model}/checkpoint.pt", "{model}/train_log.csv", "{model}/hyp.txt", "{model}/attn.npz",
+    "{model}/checkpoint.pt", "{model}/train_log.csv", "{model}/hyp.txt", "{model}/hyp_no_unk.txt", "{model}/attn.npz",
 ]  # fmt: skip
 
 
