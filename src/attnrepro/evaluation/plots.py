@@ -19,6 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from attnrepro.errors import DataError  # noqa: E402
+
 LEGEND_COLUMN_CHARS = 60  # longer legend entries go in one column: two would be wider than the figure
 
 
@@ -132,7 +134,7 @@ def alignment_figure(weights: np.ndarray, src_tokens: Sequence[str], tgt_tokens:
     in grayscale (white = 1, black = 0) as in the paper."""
     n_tgt, n_src = weights.shape
     if (n_tgt, n_src) != (len(tgt_tokens), len(src_tokens)):
-        raise ValueError(f"attention is {n_tgt}x{n_src} but there are {len(tgt_tokens)}x{len(src_tokens)} tokens")
+        raise DataError(f"attention is {n_tgt}x{n_src} but there are {len(tgt_tokens)}x{len(src_tokens)} tokens")
     width = min(3.0 + 0.28 * max(n_src, 1), 16.0)
     height = min(2.5 + 0.28 * max(n_tgt, 1), 16.0)
     fig, ax = plt.subplots(figsize=(width, height))

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from attnrepro.errors import AttnreproError, ConfigError
+
 
 @dataclass(frozen=True)
 class Ranks:
@@ -39,7 +41,7 @@ def first_host(nodelist: str) -> str:
     """The first host of a SLURM node list: 'gpu[07-09,12],cpu1' -> 'gpu07'."""
     match = re.match(r"([^\[,]+)(?:\[([^\]]+)\])?", nodelist.strip())
     if not match:
-        raise ValueError(f"SLURM node list {nodelist!r}: cannot read the first host")
+        raise AttnreproError(f"SLURM node list {nodelist!r}: cannot read the first host")
     prefix, ranges = match.groups()
     return prefix if ranges is None else prefix + re.split(r"[-,]", ranges)[0]
 
@@ -60,7 +62,7 @@ def from_environment(env: Mapping[str, str]) -> Ranks:
 def pick_device(choice: str, ranks: Ranks) -> torch.device:
     """`auto`: this rank's GPU when CUDA is available, else the CPU."""
     if choice == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device is cuda but torch sees no GPU (torch.cuda.is_available() is False)")
+        raise ConfigError("train.device is cuda but torch sees no GPU (torch.cuda.is_available() is False)")
     if choice == "cpu" or not torch.cuda.is_available():
         return torch.device("cpu")
     torch.cuda.set_device(ranks.local_rank)

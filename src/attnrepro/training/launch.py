@@ -29,6 +29,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from attnrepro.errors import AttnreproError, ConfigError
+
 # No torch here: the launcher waits beside its trainer for the whole job (it was 226 MB RSS with torch).
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL (sysexits.h): checkpoint written, run the same command again
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -41,7 +43,7 @@ def verb_command(verb_args: Sequence[str], gpus: int) -> list[str]:
     RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous that attnrepro.training.distributed reads).
     """
     if not verb_args:
-        raise ValueError("launch: no attnrepro verb to run (expected e.g. `-- train --config ...`)")
+        raise AttnreproError("launch: no attnrepro verb to run (expected e.g. `-- train --config ...`)")
     module = [sys.executable, "-m", "attnrepro.cli"]
     if gpus <= 1:
         return [*module, *verb_args]
@@ -59,7 +61,7 @@ def slurm_extra(options: Sequence[str], signal_s: int, runtime_min: int) -> str:
     """
     for option in options:
         if not option.startswith("-"):
-            raise ValueError(f"slurm_extra: {option!r} is not an sbatch option (one option per list item)")
+            raise ConfigError(f"slurm_extra: {option!r} is not an sbatch option (one option per list item)")
     lead_s = max(1, min(signal_s, runtime_min * 60 // 4))
     return shlex.join([f"--signal=TERM@{lead_s}", "--open-mode=append", *options])
 

@@ -47,6 +47,7 @@ from tqdm import tqdm
 
 from attnrepro.config import ModelConfig
 from attnrepro.data.batching import Corpus, collate, token_batches
+from attnrepro.decoding.search import autocast
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.models import build_model, count_parameters
 from attnrepro.models.base import Seq2SeqModel
@@ -102,10 +103,6 @@ def stop_requests() -> Iterator[dict[str, bool]]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 def _finite(model: nn.Module) -> bool:
@@ -185,7 +182,7 @@ class Trainer:
             device_ids = [device.index] if device.type == "cuda" else None
             self.ddp = nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
         self.forward = torch.compile(self.ddp) if self.tc.compile else self.ddp
-        self.autocast = _autocast(device, self.tc.precision)
+        self.autocast = autocast(device, self.tc.precision)
 
     def _saved_state(self) -> dict[str, Any] | None:
         """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None: rank 0
