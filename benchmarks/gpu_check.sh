@@ -3,6 +3,7 @@
 #   1. config/test.yaml (300 updates a model) end to end through Snakemake with train.device: cuda and
 #      search.device: cuda (one model in bf16), then the same DAG on the CPU: both BLEU scores, and which device each
 #      job trained and searched on (from its log);
+#   1b. benchmarks/gpu_bf16_steps.py: one bf16 training step of every architecture;
 #   2. benchmarks/gpu_search.py: the search on the GPU gives the CPU's hypotheses (every architecture),
 #      validation BLEU on the GPU, paper-size sentences/s by sentence and by token batches;
 #   3. benchmarks/gpu_mfu.py: Transformer-base bf16 training throughput and MFU, eager and compiled.
@@ -62,6 +63,9 @@ EOF
     "$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); print('  ', b['model'], 'BLEU', b['bleu'], b.get('bleu_ci'))" "$bleu"
   done
 done
+
+echo "== 1b. a bf16 training step of every architecture (benchmarks/gpu_bf16_steps.py)"
+timeout 60 "$PY" benchmarks/gpu_bf16_steps.py || echo "FAILED: bf16 training steps (exit $?)"
 
 echo "== 2. beam search on the GPU (benchmarks/gpu_search.py)"
 timeout 150 "$PY" benchmarks/gpu_search.py --sentences 256 || echo "FAILED or cut: gpu_search.py (exit $?)"

@@ -83,3 +83,34 @@ def test_weights_sum_to_one_and_shift_is_circular_within_each_sentence():
     torch.testing.assert_close(w.sum(1), torch.ones(2))
     assert int(w[0].argmax()) == 0 and int(w[1].argmax()) == 0  # wrapped around its own length
     assert torch.all(w[1, 3:] == 0)
+
+
+def test_the_addressing_runs_in_float32_under_bf16_autocast():
+    """A bf16 run (train.precision: bf16) hands the heads bf16 tensors: the NTM's eq. (7) mixed a bf16
+    w_{t-1} with a float32 w^c and failed on the GPU; κ in bf16 would resolve positions to 0.25 past 32."""
+    torch.manual_seed(0)
+    batch, src_len, dim = 2, 5, 4
+    memory = torch.nn.functional.normalize(torch.randn(batch, src_len, dim), dim=-1)
+    mask = torch.ones(batch, src_len, dtype=torch.bool)
+    prev = torch.softmax(torch.randn(batch, src_len), -1)
+    head = (
+        torch.randn(batch, dim),
+        torch.rand(batch) + 0.5,
+        torch.rand(batch),
+        torch.softmax(torch.randn(batch, 3), -1),
+    )
+    head += (1 + torch.rand(batch),)
+    exact = ntm_address(memory, mask, prev, *head)
+    mixed = ntm_address(memory.bfloat16(), mask, prev.bfloat16(), *head)  # what autocast hands it
+    assert mixed.dtype == torch.float32 and torch.allclose(mixed, exact, atol=2e-3)
+    assert torch.allclose(mixed.sum(1), torch.ones(batch))
+    for arch in ("graves_window", "graves_ntm"):
+        model = tiny_model(arch)
+        src = pad([torch.tensor([5, 6, 7]), torch.tensor([8, 9])]).long()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            memory_ = model.encode(src, src != PAD)
+            state = model.init_state(memory_)
+            for _ in range(3):
+                _, state, weights = model.decode_step(memory_, state, torch.full((2,), BOS))
+        assert weights.dtype == torch.float32, arch
+        assert all(v.dtype == torch.float32 for k, v in state.items() if k in ("kappa", "weights")), arch

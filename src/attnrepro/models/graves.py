@@ -109,10 +109,11 @@ class GravesWindow(_ReadHeadDecoder):
 
     def head_state(self, memory: Memory) -> State:
         batch = memory["s0"].size(0)
-        return {"kappa": memory["s0"].new_zeros(batch, self.window.out_features // 3)}
+        # float32 under bf16 autocast too: κ accumulates positions, which bf16 resolves to 0.25 beyond 32
+        return {"kappa": memory["s0"].new_zeros(batch, self.window.out_features // 3, dtype=torch.float32)}
 
     def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
-        alpha_hat, beta_hat, kappa_hat = self.window(s).chunk(3, -1)  # each (batch, K)
+        alpha_hat, beta_hat, kappa_hat = self.window(s).float().chunk(3, -1)  # each (batch, K), float32
         kappa = head["kappa"] + torch.exp(kappa_hat)  # eq. (51): κ only moves forward
         phi = gaussian_window(torch.exp(alpha_hat), torch.exp(beta_hat), kappa, memory["src_mask"])  # eqs. (46, 49, 50)
         return phi, {"kappa": kappa}
@@ -143,7 +144,13 @@ def ntm_address(
     prev_weights (batch, src_len); key (batch, dim); beta, gate, gamma (batch,); shift (batch, 3)
     over offsets (-1, 0, +1); shift_index: `circular_shift_index(src_mask)`, once per sentence.
     """
-    similarity = dot_rows(unit_memory, F.normalize(key, dim=-1))  # cosine K[k, M_i], eq. (6)
+    # In float32 even under bf16 autocast: the weights carry over from step to step, and the sharpening's
+    # power (eq. 9) and the similarity's softmax lose too much in 8 bits of mantissa.
+    unit_memory, prev_weights, key, beta, gate, shift, gamma = (
+        x.float() for x in (unit_memory, prev_weights, key, beta, gate, shift, gamma)
+    )
+    with torch.autocast(unit_memory.device.type, enabled=False):
+        similarity = dot_rows(unit_memory, F.normalize(key, dim=-1))  # cosine K[k, M_i], eq. (6)
     content = masked_softmax(beta[:, None] * similarity, src_mask)  # w^c, eq. (5)
     gated = torch.lerp(prev_weights, content, gate[:, None])  # w^g = g w^c + (1 - g) w_{t-1}, eq. (7)
     if shift_index is None:
@@ -174,7 +181,7 @@ class GravesNTM(_ReadHeadDecoder):
         return memory | {"unit": unit, "shift_index": circular_shift_index(src_mask)}
 
     def head_state(self, memory: Memory) -> State:
-        weights = torch.zeros_like(memory["src_mask"], dtype=memory["s0"].dtype)
+        weights = torch.zeros_like(memory["src_mask"], dtype=torch.float32)  # float32 under autocast too
         weights[:, 0] = 1.0  # the head starts on the first source word
         return {"weights": weights}
 
