@@ -27,7 +27,7 @@ def main() -> None:
     src = torch.randint(4, SRC_VOCAB, (8, 12), device=device)
     tgt = torch.randint(4, TGT_VOCAB, (8, 10), device=device)
     for arch in sorted(TINY_PARAMS):
-        model = tiny_model(arch).to(device).train()  # tiny_model is in eval mode; cuDNN RNNs backprop in train mode only
+        model = tiny_model(arch).to(device).train()  # cuDNN RNNs backpropagate in train mode only
         with autocast(device, "bf16"):
             loss = loss_fn(model(src, src != 0, tgt), tgt, 0.1)
         loss.backward()
