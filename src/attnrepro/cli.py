@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from attnrepro.config import load_config
@@ -56,16 +57,9 @@ def cmd_clean(args: argparse.Namespace) -> None:
         raise ConfigError(f"{args.config}: no data.wmt.splits.{args.split}")
     raw, out = Path(args.raw_dir), Path(args.out_dir)
     corpora = [RawCorpus(c, raw / f"{c}.src", raw / f"{c}.tgt") for c in cfg.wmt.splits[args.split]]
-    training = args.split.startswith("train")
-    record = clean_split(
-        args.split,
-        corpora,
-        out / f"{args.split}.src",
-        out / f"{args.split}.tgt",
-        out / f"{args.split}.manifest.json",
-        cfg.wmt.clean if training else None,  # evaluation splits keep every sentence
-        cfg.wmt.clean.invalid_utf8,
-    )
+    filters = cfg.wmt.clean if args.split.startswith("train") else None  # evaluation splits keep every sentence
+    outputs = (out / f"{args.split}.{suffix}" for suffix in ("src", "tgt", "manifest.json"))
+    record = clean_split(args.split, corpora, *outputs, filters, cfg.wmt.clean.invalid_utf8)
     print(json.dumps(record))
 
 
@@ -103,25 +97,15 @@ def cmd_train(args: argparse.Namespace) -> None:
     cfg = load_config(args.config)
     tok_dir = Path(args.tokenizer_dir)
     src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_of(args.model), tok_dir, cfg.languages)
-    src_vocab = len(src_tok)
     mc = cfg.model(args.model)
     search = cfg.search_of(args.model)
     valid_bleu = None
     if mc.train.valid_bleu:  # searches on the training device, in bf16 where the model trains in bf16
         valid_bleu = ValidBleu(Corpus.load(Path(args.valid)), tgt_tok, search, mc.train.precision)
     try:
-        train(
-            mc,
-            Path(args.train),
-            Path(args.valid),
-            src_vocab,
-            len(tgt_tok),
-            Path(args.out_dir),
-            threads=args.threads,
-            progress=not args.no_progress,
-            ranks=from_environment(os.environ),  # torchrun's or srun's ranks; one process otherwise
-            valid_bleu=valid_bleu,
-        )
+        data, vocab = (Path(args.train), Path(args.valid)), (len(src_tok), len(tgt_tok))
+        ranks = from_environment(os.environ)  # torchrun's or srun's ranks; one process otherwise
+        train(mc, *data, *vocab, Path(args.out_dir), args.threads, not args.no_progress, ranks, valid_bleu)
     except Preempted as stop:  # SIGTERM/SIGUSR1: checkpoint written; the same command resumes
         print(f"attnrepro train: {stop}", file=sys.stderr)
         raise SystemExit(PREEMPTED_EXIT_CODE) from None
@@ -259,16 +243,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return launch(verb, args.gpus, allow_requeue=not args.no_requeue)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnrepro", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def verb(name: str, func, help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help)
-        p.add_argument("--config", required=True, help="validated config YAML")
-        p.set_defaults(func=func)
-        return p
-
+def _data_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """generate, download, extract, clean, tokenizer, encode: the corpus, up to token ids."""
     p = verb("generate", cmd_generate, "write the synthetic corpus")
     p.add_argument("--out-dir", required=True)
 
@@ -304,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1, help="processes encoding chunks of lines (same output)")
 
+
+def _model_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """train, average, translate, score: one model, from its training to its BLEU."""
     p = verb("train", cmd_train, "train one model (resumes from its last checkpoint)")
     p.add_argument("--model", required=True)
     p.add_argument("--tokenizer-dir", required=True)
@@ -339,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", required=True)
     p.add_argument("--csv", required=True)
 
+
+def _report_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
+    """tables, figures and the cost estimate, over every model of a run."""
     p = verb("tables", cmd_tables, "Table 1 (Bahdanau), Table 2 (Vaswani), BLEU by length: CSV, Markdown, HTML")
     p.add_argument("--results", required=True, help="results/{dataset}")
     p.add_argument("--out-dir", required=True, help="results/{dataset}/tables")
@@ -366,6 +348,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("estimate", cmd_estimate, "parameters, training FLOPs (6 N D) and GPU-hours of every model")
     p.add_argument("--out", help="CSV to write (default: results/{dataset}/tables/budget.csv)")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnrepro", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def verb(name: str, func, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--config", required=True, help="validated config YAML")
+        p.set_defaults(func=func)
+        return p
+
+    _data_verbs(verb)
+    _model_verbs(verb)
+    _report_verbs(verb)
+
     p = sub.add_parser("launch", help="run a verb on N GPUs (torchrun for N > 1); a preempted run requeues")
     p.add_argument("--gpus", type=int, default=1, help="GPUs of this job; > 1 starts one process per GPU")
     p.add_argument("--no-requeue", action="store_true", help="on preemption exit 75 without scontrol requeue")
@@ -376,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--src-vocab", type=int, help="default: the tokenizer's vocab_size (+ specials)")
     p.add_argument("--tgt-vocab", type=int)
+
     return parser
 
 

@@ -292,48 +292,17 @@ def validate(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
-    """data.wmt with file names filled in and every cross-reference checked (naming the key)."""
+    """data.wmt with file names filled in (constraints.py checks its cross-references, naming the key)."""
     files = {}
     for key, f in raw["files"].items():
         name = f.get("name") or Path(urlparse(f["url"]).path).name
         if not name:
             raise ConfigError(f"data.wmt.files.{key}.url: {f['url']!r} has no file name; set data.wmt.files.{key}.name")
         files[key] = _build(DownloadFile, {**f, "name": name})
-    by_name: dict[str, str] = {}
-    for key, f in files.items():
-        if f.name in by_name:
-            raise ConfigError(f"data.wmt.files.{key}: file name {f.name!r} is also data.wmt.files.{by_name[f.name]}'s")
-        by_name[f.name] = key
     corpora = {key: _build(CorpusSpec, c) for key, c in raw["corpora"].items()}
-    for key, c in corpora.items():
-        _check_corpus(key, c, files)
-    splits = {}
-    for split, names in raw["splits"].items():
-        for name in names:
-            if name not in corpora:
-                raise ConfigError(f"data.wmt.splits.{split}: no corpus named {name!r} under data.wmt.corpora")
-        splits[split] = tuple(names)
+    splits = {split: tuple(names) for split, names in raw["splits"].items()}
     rest = {k: v for k, v in raw.items() if k not in ("files", "corpora", "splits", "clean")}
     return WmtDataConfig(files=files, corpora=corpora, splits=splits, clean=_build(CleanConfig, raw["clean"]), **rest)
-
-
-def _check_corpus(key: str, corpus: CorpusSpec, files: dict[str, DownloadFile]) -> None:
-    """Each side of data.wmt.corpora.KEY in a configured file; one file holding both sides names two members."""
-    where = f"data.wmt.corpora.{key}"
-    for side in ("src", "tgt"):
-        file = corpus.file_of(side)
-        if file is None:
-            raise ConfigError(f"{where}: no file for {side}: give file (an archive of both sides) or {side}_file")
-        if file not in files:
-            name = f"{side}_file" if file != corpus.file else "file"
-            raise ConfigError(f"{where}.{name}: no file named {file!r} under data.wmt.files")
-    if corpus.file_of("src") == corpus.file_of("tgt"):
-        if corpus.src is None or corpus.tgt is None:
-            raise ConfigError(
-                f"{where}: both sides are in {corpus.file_of('src')!r}; name each side's member (src, tgt)"
-            )
-        if corpus.src == corpus.tgt:
-            raise ConfigError(f"{where}: src and tgt are the same member {corpus.src!r}")
 
 
 def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConfig:

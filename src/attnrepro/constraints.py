@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from attnrepro.errors import ConfigError
 
 if TYPE_CHECKING:
-    from attnrepro.config import Config, ModelConfig
+    from attnrepro.config import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
 
 
 def check(cfg: Config) -> None:
@@ -43,6 +43,8 @@ def _check_tokenizers(cfg: Config) -> None:
 
 
 def _check_data(cfg: Config) -> None:
+    if cfg.wmt is not None:
+        _check_wmt_references(cfg.wmt)
     if cfg.wmt is not None and cfg.wmt.clean.min_len > cfg.wmt.clean.max_len:
         clean = cfg.wmt.clean
         raise ConfigError(
@@ -110,3 +112,37 @@ def _check_search(cfg: Config, m: ModelConfig) -> None:
             f"{where}.max_len_a={search.max_len_a} and max_len_b={search.max_len_b} allow no word before </s>: "
             "every translation would be empty"
         )
+
+
+def _check_wmt_references(wmt: WmtDataConfig) -> None:
+    """Every file name once, every corpus side in a configured file, every split's corpora configured."""
+    by_name: dict[str, str] = {}
+    for key, f in wmt.files.items():
+        if f.name in by_name:
+            raise ConfigError(f"data.wmt.files.{key}: file name {f.name!r} is also data.wmt.files.{by_name[f.name]}'s")
+        by_name[f.name] = key
+    for key, corpus in wmt.corpora.items():
+        _check_corpus(key, corpus, wmt.files)
+    for split, names in wmt.splits.items():
+        for name in names:
+            if name not in wmt.corpora:
+                raise ConfigError(f"data.wmt.splits.{split}: no corpus named {name!r} under data.wmt.corpora")
+
+
+def _check_corpus(key: str, corpus: CorpusSpec, files: dict[str, DownloadFile]) -> None:
+    """Each side of data.wmt.corpora.KEY in a configured file; one file holding both sides names two members."""
+    where = f"data.wmt.corpora.{key}"
+    for side in ("src", "tgt"):
+        file = corpus.file_of(side)
+        if file is None:
+            raise ConfigError(f"{where}: no file for {side}: give file (an archive of both sides) or {side}_file")
+        if file not in files:
+            name = f"{side}_file" if file != corpus.file else "file"
+            raise ConfigError(f"{where}.{name}: no file named {file!r} under data.wmt.files")
+    if corpus.file_of("src") == corpus.file_of("tgt"):
+        if corpus.src is None or corpus.tgt is None:
+            raise ConfigError(
+                f"{where}: both sides are in {corpus.file_of('src')!r}; name each side's member (src, tgt)"
+            )
+        if corpus.src == corpus.tgt:
+            raise ConfigError(f"{where}: src and tgt are the same member {corpus.src!r}")

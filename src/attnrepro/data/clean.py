@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,47 @@ class Filters:
         return None
 
 
+def _cleaned_pairs(
+    corpus: RawCorpus, chain: Filters, totals: dict[str, int], drop_invalid: bool, hint: str
+) -> Iterator[tuple[str, str, int, int]]:
+    """The pairs of `corpus` that pass: (source, target, source words, target words), counting the rest."""
+    for lineno, (src_raw, tgt_raw) in enumerate(raw_pairs(corpus.src, corpus.tgt), start=1):
+        totals["pairs_in"] += 1
+        try:
+            src_text = decode_line(src_raw, corpus.src, lineno)
+            tgt_text = decode_line(tgt_raw, corpus.tgt, lineno)
+        except DataError as err:  # not UTF-8, or a NUL byte
+            if not drop_invalid:
+                raise DataError(f"{err}{hint}") from None
+            totals["invalid_utf8"] += 1
+            continue
+        # Moses clean-corpus-n.perl: collapse runs of whitespace, trim both ends.
+        src_norm, tgt_norm = " ".join(src_text.split()), " ".join(tgt_text.split())
+        if src_norm != src_text or tgt_norm != tgt_text:
+            totals["whitespace_normalised"] += 1
+        n_src, n_tgt = src_norm.count(" ") + bool(src_norm), tgt_norm.count(" ") + bool(tgt_norm)
+        rejected = chain.reject(n_src, n_tgt)
+        if rejected is not None:
+            chain.dropped[rejected] += 1
+            continue
+        yield src_norm, tgt_norm, n_src, n_tgt
+
+
+def _filter_steps(totals: dict[str, int], chain: Filters, filtered: bool) -> list[dict[str, Any]]:
+    """What each filter saw and kept, in order (the manifest's `filters`)."""
+    steps, remaining = [], totals["pairs_in"]
+    if filtered:
+        after = remaining - totals["invalid_utf8"]
+        steps.append({"filter": "utf8", "rule": UTF8_RULE, "before": remaining, "after": after})
+        remaining = after
+    for name, rule in chain.rules().items():
+        after = remaining - chain.dropped[name]
+        steps.append({"filter": name, "rule": rule, "before": remaining, "after": after})
+        remaining = after
+    assert remaining == totals["pairs_out"]
+    return steps
+
+
 def clean_split(
     split: str,
     corpora: list[RawCorpus],
@@ -78,6 +120,7 @@ def clean_split(
     """
     chain = Filters(filters)
     drop_invalid = invalid_utf8 == "drop" and filters is not None
+    hint = "; set data.wmt.clean.invalid_utf8: drop to drop such pairs" if filters else ""
     totals = {"pairs_in": 0, "invalid_utf8": 0, "whitespace_normalised": 0, "pairs_out": 0}
     words = {"src": 0, "tgt": 0}
     per_corpus = []
@@ -89,54 +132,24 @@ def clean_split(
             open(tmp_tgt, "w", encoding="utf-8", newline="\n") as out_t,
         ):
             for corpus in corpora:
-                kept_before, n = totals["pairs_out"], 0
-                for lineno, (src_raw, tgt_raw) in enumerate(raw_pairs(corpus.src, corpus.tgt), start=1):
-                    n += 1
-                    try:
-                        src_text = decode_line(src_raw, corpus.src, lineno)
-                        tgt_text = decode_line(tgt_raw, corpus.tgt, lineno)
-                    except DataError as err:  # not UTF-8, or a NUL byte
-                        if not drop_invalid:
-                            hint = "; set data.wmt.clean.invalid_utf8: drop to drop such pairs" if filters else ""
-                            raise DataError(f"{err}{hint}") from None
-                        totals["invalid_utf8"] += 1
-                        continue
-                    # Moses clean-corpus-n.perl: collapse runs of whitespace, trim both ends.
-                    src_norm, tgt_norm = " ".join(src_text.split()), " ".join(tgt_text.split())
-                    if src_norm != src_text or tgt_norm != tgt_text:
-                        totals["whitespace_normalised"] += 1
-                    n_src, n_tgt = src_norm.count(" ") + bool(src_norm), tgt_norm.count(" ") + bool(tgt_norm)
-                    rejected = chain.reject(n_src, n_tgt)
-                    if rejected is not None:
-                        chain.dropped[rejected] += 1
-                        continue
-                    out_s.write(src_norm + "\n")
-                    out_t.write(tgt_norm + "\n")
+                pairs_before, kept_before = totals["pairs_in"], totals["pairs_out"]
+                for src, tgt, n_src, n_tgt in _cleaned_pairs(corpus, chain, totals, drop_invalid, hint):
+                    out_s.write(src + "\n")
+                    out_t.write(tgt + "\n")
                     words["src"] += n_src
                     words["tgt"] += n_tgt
                     totals["pairs_out"] += 1
-                totals["pairs_in"] += n
-                per_corpus.append({"corpus": corpus.name, "pairs": n, "kept": totals["pairs_out"] - kept_before})
+                pairs, kept = totals["pairs_in"] - pairs_before, totals["pairs_out"] - kept_before
+                per_corpus.append({"corpus": corpus.name, "pairs": pairs, "kept": kept})
     except BaseException:
         tmp_src.unlink(missing_ok=True)
         tmp_tgt.unlink(missing_ok=True)
         raise
-    steps = []
-    remaining = totals["pairs_in"]
-    if filters is not None:
-        after = remaining - totals["invalid_utf8"]
-        steps.append({"filter": "utf8", "rule": UTF8_RULE, "before": remaining, "after": after})
-        remaining = after
-    for name, rule in chain.rules().items():
-        after = remaining - chain.dropped[name]
-        steps.append({"filter": name, "rule": rule, "before": remaining, "after": after})
-        remaining = after
-    assert remaining == totals["pairs_out"]
     record = {
         "split": split,
         "corpora": per_corpus,
         "pairs_in": totals["pairs_in"],
-        "filters": steps,
+        "filters": _filter_steps(totals, chain, filters is not None),
         "pairs_out": totals["pairs_out"],
         "whitespace_normalised": totals["whitespace_normalised"],
         "words_out": words,

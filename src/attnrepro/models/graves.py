@@ -86,6 +86,11 @@ class _ReadHeadDecoder(Seq2SeqModel):
         return self.readout(features)  # (batch, tgt_len, vocab); E y dropped out once, above
 
 
+def at_least_fp32(x: Tensor) -> Tensor:
+    """`x` in float32 where autocast made it bf16/fp16; float32 and float64 stay as they are."""
+    return x.float() if x.is_floating_point() and x.element_size() < 4 else x
+
+
 def gaussian_window(alpha: Tensor, beta: Tensor, kappa: Tensor, src_mask: Tensor) -> Tensor:
     """φ(t, u) = Σ_k α_k exp(-β_k (κ_k - u)^2) for u = 1..U (Graves 2013, eq. 46); 0 on padding."""
     u = torch.arange(1, src_mask.size(1) + 1, device=src_mask.device, dtype=kappa.dtype)  # (src_len,)
@@ -110,10 +115,10 @@ class GravesWindow(_ReadHeadDecoder):
     def head_state(self, memory: Memory) -> State:
         batch = memory["s0"].size(0)
         # float32 under bf16 autocast too: κ accumulates positions, which bf16 resolves to 0.25 beyond 32
-        return {"kappa": memory["s0"].new_zeros(batch, self.window.out_features // 3, dtype=torch.float32)}
+        return {"kappa": at_least_fp32(memory["s0"]).new_zeros(batch, self.window.out_features // 3)}
 
     def address(self, memory: Memory, s: Tensor, head: State) -> tuple[Tensor, State]:
-        alpha_hat, beta_hat, kappa_hat = self.window(s).float().chunk(3, -1)  # each (batch, K), float32
+        alpha_hat, beta_hat, kappa_hat = at_least_fp32(self.window(s)).chunk(3, -1)  # each (batch, K)
         kappa = head["kappa"] + torch.exp(kappa_hat)  # eq. (51): κ only moves forward
         phi = gaussian_window(torch.exp(alpha_hat), torch.exp(beta_hat), kappa, memory["src_mask"])  # eqs. (46, 49, 50)
         return phi, {"kappa": kappa}
@@ -147,7 +152,7 @@ def ntm_address(
     # In float32 even under bf16 autocast: the weights carry over from step to step, and the sharpening's
     # power (eq. 9) and the similarity's softmax lose too much in 8 bits of mantissa.
     unit_memory, prev_weights, key, beta, gate, shift, gamma = (
-        x.float() for x in (unit_memory, prev_weights, key, beta, gate, shift, gamma)
+        at_least_fp32(x) for x in (unit_memory, prev_weights, key, beta, gate, shift, gamma)
     )
     with torch.autocast(unit_memory.device.type, enabled=False):
         similarity = dot_rows(unit_memory, F.normalize(key, dim=-1))  # cosine K[k, M_i], eq. (6)
@@ -181,7 +186,7 @@ class GravesNTM(_ReadHeadDecoder):
         return memory | {"unit": unit, "shift_index": circular_shift_index(src_mask)}
 
     def head_state(self, memory: Memory) -> State:
-        weights = torch.zeros_like(memory["src_mask"], dtype=torch.float32)  # float32 under autocast too
+        weights = torch.zeros_like(memory["src_mask"], dtype=at_least_fp32(memory["s0"]).dtype)  # fp32 under autocast
         weights[:, 0] = 1.0  # the head starts on the first source word
         return {"weights": weights}
 
