@@ -218,7 +218,7 @@ def _wmt_raw() -> dict:
          r"models\.rnnsearch50\.train\.schedule: inverse_sqrt needs a d_model; arch rnnsearch has none"),
         (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(update_tokens=999),
          r"models\.rnnsearch50\.train\.update_tokens=999 is less than one batch \(.*batch_tokens=1000\)"),
-        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=5),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=5, max_steps=2000, patience=0),
          r"models\.rnnsearch50\.train\.average_last=5 exceeds the 4 checkpoints"),
         (_raw, lambda c: c["search"].update(max_len_a=0, max_len_b=0),
          r"^search\.max_len_a=0 and max_len_b=0 allow no word before </s>"),
@@ -240,7 +240,7 @@ def test_the_boundaries_of_those_constraints_are_valid():
     raw = _raw()
     raw["models"]["transformer"]["params"].update(heads=8)  # d_k = 16
     raw["models"]["memnet"]["params"].update(max_positions=80)  # the longest test sentence exactly
-    raw["models"]["rnnsearch50"]["train"].update(update_tokens=1000, average_last=4)
+    raw["models"]["rnnsearch50"]["train"].update(update_tokens=1000, average_last=4, max_steps=2000, patience=0)
     raw["search"].update(max_len_a=1, max_len_b=0)  # one word for a one-word source
     cfg = from_dict(raw)
     assert cfg.model("transformer").params["heads"] == 8 and cfg.search_of("seq2seq").max_len_a == 1
@@ -282,3 +282,17 @@ def test_snakemake_dry_run_stops_on_keys_that_cannot_work_together(tmp_path):
     assert out.returncode != 0
     assert "models.transformer.params.heads=3 does not divide models.transformer.params.d_model=128" in out.stdout
     assert not (tmp_path / "results").exists()
+
+
+def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses():
+    """config/stress/clause_reverse.yaml is an overlay: Snakemake merges it over config/config.yaml."""
+    from snakemake.utils import update_config
+
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    merged = copy.deepcopy(default)
+    update_config(merged, yaml.safe_load((REPO / "config/stress/clause_reverse.yaml").read_text()))
+    cfg, base = from_dict(merged), from_dict(default)
+    assert (cfg.dataset, cfg.synthetic.clause_order, base.synthetic.clause_order) == (
+        "synthetic_reverse", "reverse", "keep",
+    )  # fmt: skip
+    assert replace(cfg, dataset=base.dataset, synthetic=replace(cfg.synthetic, clause_order="keep")) == base
