@@ -17,7 +17,7 @@ State = dict[str, Tensor]
 
 
 class Seq2SeqModel(nn.Module):
-    """Encoder-decoder behind the interface of ../shared/DESIGN.md."""
+    """Encoder-decoder behind the interface of docs/design.md ("The model interface")."""
 
     pad_id = 0
 
