@@ -602,3 +602,17 @@ def test_snakemake_starts_the_train_job_of_higher_resources_priority_first(tmp_p
     started = [(rule, m[1]) for rule, lines in jobs if (m := re.search(r"wildcards: model=(\w+)", lines))]
     assert started[:4] == [("train", first), ("translate", first), ("train", second), ("translate", second)]
     assert sorted(started[4:]) == sorted([("score", first), ("score", second)])  # in either order, at 0
+
+
+def test_a_resumed_tensorboard_file_sorts_after_the_one_it_continues(tmp_path):
+    # TensorBoard reads event files in name order; a same-second, same-process resume once sorted first.
+    from attnrepro.training.log import TrainLog
+
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    now = int(time.time())
+    (tb / f"events.out.tfevents.{now}.host.1.9").write_bytes(b"")
+    log = TrainLog(tmp_path / "log.csv", tb, start_step=17)
+    log.close()
+    names = sorted(f.name for f in tb.iterdir())
+    assert len(names) == 2 and names[0].endswith(".host.1.9") and int(names[1].split(".")[3]) > now

@@ -9,6 +9,7 @@ to purge its events past it (`purge_step`), so neither shows a step twice.
 from __future__ import annotations
 
 import csv
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,15 @@ def _truncate(path: Path, step: int) -> None:
     _append(path, rows)
 
 
+def _wait_for_a_later_second(tb_dir: Path) -> None:
+    """TensorBoard reads a folder's event files in name order, and a name starts with the second it was
+    made in, then a per-process counter: a resume in the same second and process (9 -> 10) could sort
+    before the segment it continues, and its purge would then drop the resumed steps."""
+    newest = max((int(f.name.split(".")[3]) for f in tb_dir.glob("events.out.tfevents.*")), default=0)
+    while time.time() < newest + 1:
+        time.sleep(0.05)
+
+
 class TrainLog:
     """Rank 0's log; other ranks make one with `enabled=False`, which does nothing."""
 
@@ -65,6 +75,7 @@ class TrainLog:
             _truncate(csv_path, start_step)
         from torch.utils.tensorboard import SummaryWriter
 
+        _wait_for_a_later_second(tb_dir)
         self.writer = SummaryWriter(str(tb_dir), purge_step=start_step + 1)
 
     def add(self, row: dict[str, Any]) -> None:
