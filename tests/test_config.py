@@ -285,14 +285,28 @@ def test_snakemake_dry_run_stops_on_keys_that_cannot_work_together(tmp_path):
 
 
 def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses():
-    """config/stress/clause_reverse.yaml is an overlay: Snakemake merges it over config/config.yaml."""
+    """config/overlays/clause_reverse.yaml is an overlay: Snakemake merges it over config/config.yaml."""
     from snakemake.utils import update_config
 
     default = yaml.safe_load((REPO / "config/config.yaml").read_text())
     merged = copy.deepcopy(default)
-    update_config(merged, yaml.safe_load((REPO / "config/stress/clause_reverse.yaml").read_text()))
+    update_config(merged, yaml.safe_load((REPO / "config/overlays/clause_reverse.yaml").read_text()))
     cfg, base = from_dict(merged), from_dict(default)
     assert (cfg.dataset, cfg.synthetic.clause_order, base.synthetic.clause_order) == (
         "synthetic_reverse", "reverse", "keep",
     )  # fmt: skip
     assert replace(cfg, dataset=base.dataset, synthetic=replace(cfg.synthetic, clause_order="keep")) == base
+
+
+def test_the_three_seeds_overlay_trains_every_default_model_once_per_seed():
+    from snakemake.utils import update_config
+
+    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    merged = copy.deepcopy(default)
+    update_config(merged, yaml.safe_load((REPO / "config/overlays/three_seeds.yaml").read_text()))
+    cfg, base = from_dict(merged), from_dict(default)
+    assert cfg.dataset == "synthetic_3seeds" and cfg.synthetic == base.synthetic
+    assert sorted(cfg.models) == sorted(f"{m}_seed{s}" for m in base.models for s in (1, 2, 3))
+    for name, run in cfg.models.items():
+        assert run.train.seed == int(name[-1]) and run.base == name.rsplit("_seed", 1)[0]
+        assert replace(run.train, seed=base.models[run.base].train.seed) == base.models[run.base].train
