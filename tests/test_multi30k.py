@@ -1,0 +1,135 @@
+"""config/multi30k_en_de.yaml end to end through Snakemake on a slice of the real Multi30k files: the first
+2 000 / 200 / 200 lines of train / val / test_2016_flickr, gzipped into a mirror folder (data.wmt.mirror)
+with their own sizes and checksums, nothing served over the network; the word-vocabulary RNNsearch and the
+sentencepiece Transformer, small, a few hundred updates. What a real run must have: sacreBLEU signatures and
+intervals, detokenised plain-text hypotheses, UNK written as one token on the word path with its No UNK
+subset, and the 5-word BLEU-by-length table."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+from archive_server import ArchiveServer
+from sacremoses import MosesDetokenizer
+from wmt_miniature import real_data
+
+from attnrepro.evaluation.no_unk import NO_UNK_BANNED
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+SLICE = {"train": 2000, "val": 200, "test_2016_flickr": 200}
+SMALL_TRAIN = {"batch_tokens": 1000, "max_steps": 300, "valid_every": 100, "checkpoint_every": 100, "log_every": 50}
+
+
+def _slice(published: Path, mirror: Path, spec: dict) -> None:
+    """Write the first lines of one published file into the mirror, and pin the config to the slice."""
+    name = Path(urlparse(spec["url"]).path).name
+    lines = gzip.decompress((published / name).read_bytes()).decode("utf-8").splitlines(keepends=True)
+    data = gzip.compress("".join(lines[: SLICE[name.rsplit(".", 2)[0]]]).encode("utf-8"), mtime=0)
+    (mirror / name).write_bytes(data)
+    spec.update(size=len(data), sha256=hashlib.sha256(data).hexdigest(), md5=hashlib.md5(data).hexdigest())
+
+
+def _config(root: Path, server: ArchiveServer) -> Path:
+    raw = yaml.safe_load((REPO / "config/multi30k_en_de.yaml").read_text())
+    wmt, mirror = raw["data"]["wmt"], root / "mirror"
+    mirror.mkdir()
+    for spec in wmt["files"].values():
+        _slice(real_data() / "multi30k", mirror, spec)
+        spec["url"] = f"{server.url}{urlparse(spec['url']).path}"  # serves nothing: the mirror must answer
+    wmt.update(mirror=str(mirror), retries=0)
+    for corpus, lines in zip(wmt["corpora"].values(), SLICE.values(), strict=True):
+        corpus["lines"] = lines
+    raw["tokenizers"]["word10k"]["vocab_size"] = 800  # of ~2 900 English types in the slice: UNKs on both sides
+    raw["tokenizers"]["spm8k"]["vocab_size"] = 1000
+    models = raw["models"]
+    raw["models"] = {
+        "rnnsearch": {
+            **models["rnnsearch"], "params": {"emb": 64, "hidden": 64, "align": 64, "maxout": 32, "init": "pytorch"},
+        },
+        "transformer": {
+            **models["transformer"],
+            "params": {"d_model": 64, "d_ff": 128, "heads": 2, "layers": 2, "dropout": 0.1, "share_embeddings": True},
+        },
+    }  # fmt: skip
+    for model in raw["models"].values():
+        model["train"] = {**model["train"], **SMALL_TRAIN}
+    raw["models"]["transformer"]["train"]["warmup_steps"] = 100
+    raw["search"] = {"beam": 4, "batch_size": 50}
+    config = root / "config" / "multi30k_en_de.yaml"
+    config.parent.mkdir()
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    real_data()  # skips, naming the folder, where ../shared/data/real is absent
+    root = tmp_path_factory.mktemp("multi30k")
+    with ArchiveServer() as server:
+        config = _config(root, server)
+        command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(root / "work")]
+        out = subprocess.run(
+            [*command, "--configfile", str(config), "--cores", "2"], capture_output=True, text=True, timeout=1500
+        )
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+        assert server.log == []
+    return root / "work/results/multi30k_en_de"
+
+
+def test_each_model_learned_and_is_scored_with_signature_and_interval(finished_run):
+    for model in ("rnnsearch", "transformer"):
+        bleu = json.loads((finished_run / model / "bleu.json").read_text())
+        assert bleu["n_sentences"] == 200
+        assert bleu["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+        lo, hi = bleu["bleu_ci"]
+        assert lo <= bleu["bleu"] <= hi and hi - lo > 0
+        log = list(csv.DictReader(open(finished_run / model / "train_log.csv")))
+        losses = [float(r["valid_loss"]) for r in log if r["valid_loss"]]
+        assert len(losses) >= 2 and losses[-1] < losses[0]  # it learned something from real text
+
+
+def test_hypotheses_are_detokenised_plain_text(finished_run):
+    de = MosesDetokenizer("de")
+    for model in ("rnnsearch", "transformer"):
+        hyps = (finished_run / model / "hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert len(hyps) == 200 and any(hyps)
+        text = "\n".join(hyps)
+        assert "▁" not in text and "<unk>" not in text and "&apos;" not in text and "&quot;" not in text
+        assert not re.search(r" [.,!?;:](?= |$)", text, flags=re.MULTILINE)  # no Moses-tokenized punctuation
+        if model == "rnnsearch":
+            assert all(de.detokenize(h.split()) == h for h in hyps)  # a fixed point of detokenisation
+
+
+def test_the_word_path_writes_unk_as_one_token_and_scores_a_no_unk_subset(finished_run):
+    hyps = (finished_run / "rnnsearch/hyp.txt").read_text(encoding="utf-8").split()
+    bleu = json.loads((finished_run / "rnnsearch/bleu.json").read_text())
+    no_unk = bleu["no_unk"]
+    assert "UNK" in hyps  # 800 words of real German leave many unknown
+    assert no_unk["applies"] and 0 < no_unk["n_sentences"] < 200
+    assert no_unk["decoding"] == NO_UNK_BANNED  # the subset translated again with UNK banned
+    subset = (finished_run / "rnnsearch/hyp_no_unk.txt").read_text(encoding="utf-8").splitlines()
+    assert len(subset) == no_unk["n_sentences"] and "UNK" not in " ".join(subset).split()
+    transformer = json.loads((finished_run / "transformer/bleu.json").read_text())
+    assert not transformer["no_unk"]["applies"]  # sentencepiece spells every word
+
+
+def test_bleu_by_length_uses_five_word_buckets_of_moses_words(finished_run):
+    rows = list(csv.DictReader(open(finished_run / "tables/bleu_by_length.csv")))
+    assert {r["model"] for r in rows} == {"rnnsearch", "transformer"}
+    buckets = sorted({(int(r["bucket_lo"]), int(r["bucket_hi"])) for r in rows})
+    assert buckets[0] == (1, 5) and all(hi - lo == 4 for lo, hi in buckets[:-1])
+    assert sum(int(r["n_sentences"]) for r in rows if r["model"] == "rnnsearch") == 200
+    assert (finished_run / "figures/bleu_by_length.png").stat().st_size > 10_000
