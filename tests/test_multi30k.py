@@ -130,6 +130,8 @@ def test_bleu_by_length_uses_five_word_buckets_of_moses_words(finished_run):
     rows = list(csv.DictReader(open(finished_run / "tables/bleu_by_length.csv")))
     assert {r["model"] for r in rows} == {"rnnsearch", "transformer"}
     buckets = sorted({(int(r["bucket_lo"]), int(r["bucket_hi"])) for r in rows})
-    assert buckets[0] == (1, 5) and all(hi - lo == 4 for lo, hi in buckets[:-1])
+    assert all(lo % 5 == 0 and hi - lo == 5 for lo, hi in buckets) and len(buckets) >= 3  # (lo, hi] of 5 words
     assert sum(int(r["n_sentences"]) for r in rows if r["model"] == "rnnsearch") == 200
+    unit = json.loads((finished_run / "rnnsearch/bleu.json").read_text())["length_unit"]
+    assert unit == "Moses-tokenized source words (sacremoses -l en)"
     assert (finished_run / "figures/bleu_by_length.png").stat().st_size > 10_000
