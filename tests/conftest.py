@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,14 @@ TINY_PARAMS = {
 }
 ATTENTION_ARCHS = ("rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer")
 SRC_VOCAB, TGT_VOCAB = 23, 19
+
+
+def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """This repository's workflow run in `workdir` on `config` (replacing the default config)."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(workdir)]
+    return subprocess.run(
+        command + ["--configfile", str(config), *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def tiny_model(arch: str, seed: int = 0, tgt_vocab: int = TGT_VOCAB) -> torch.nn.Module:

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from attnrepro.config import ConfigError, from_dict, load_config
+from attnrepro.config import Config, ConfigError, from_dict, load_config
 from attnrepro.models import REGISTRY
 
 from conftest import REPO
@@ -284,14 +284,18 @@ def test_snakemake_dry_run_stops_on_keys_that_cannot_work_together(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses():
-    """config/overlays/clause_reverse.yaml is an overlay: Snakemake merges it over config/config.yaml."""
+def _overlaid(name: str) -> tuple[Config, Config]:
+    """config/overlays/NAME merged over config/config.yaml as Snakemake merges them, and the default alone."""
     from snakemake.utils import update_config
 
     default = yaml.safe_load((REPO / "config/config.yaml").read_text())
     merged = copy.deepcopy(default)
-    update_config(merged, yaml.safe_load((REPO / "config/overlays/clause_reverse.yaml").read_text()))
-    cfg, base = from_dict(merged), from_dict(default)
+    update_config(merged, yaml.safe_load((REPO / "config/overlays" / name).read_text()))
+    return from_dict(merged), from_dict(default)
+
+
+def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses():
+    cfg, base = _overlaid("clause_reverse.yaml")
     assert (cfg.dataset, cfg.synthetic.clause_order, base.synthetic.clause_order) == (
         "synthetic_reverse", "reverse", "keep",
     )  # fmt: skip
@@ -299,12 +303,7 @@ def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses(
 
 
 def test_the_three_seeds_overlay_trains_every_default_model_once_per_seed():
-    from snakemake.utils import update_config
-
-    default = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    merged = copy.deepcopy(default)
-    update_config(merged, yaml.safe_load((REPO / "config/overlays/three_seeds.yaml").read_text()))
-    cfg, base = from_dict(merged), from_dict(default)
+    cfg, base = _overlaid("three_seeds.yaml")
     assert cfg.dataset == "synthetic_3seeds" and cfg.synthetic == base.synthetic
     assert sorted(cfg.models) == sorted(f"{m}_seed{s}" for m in base.models for s in (1, 2, 3))
     for name, run in cfg.models.items():

@@ -12,8 +12,6 @@ import gzip
 import hashlib
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -25,7 +23,7 @@ from wmt_miniature import real_data
 
 from attnrepro.evaluation.no_unk import NO_UNK_BANNED
 
-from conftest import REPO
+from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -80,10 +78,7 @@ def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("multi30k")
     with ArchiveServer() as server:
         config = _config(root, server)
-        command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(root / "work")]
-        out = subprocess.run(
-            [*command, "--configfile", str(config), "--cores", "2"], capture_output=True, text=True, timeout=1500
-        )
+        out = snakemake(root / "work", config, "--cores", "2", timeout=1500)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
         assert server.log == []
     return root / "work/results/multi30k_en_de"

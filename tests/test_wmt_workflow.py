@@ -10,8 +10,6 @@ import csv
 import hashlib
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -21,7 +19,7 @@ from archive_server import ArchiveServer
 from sacremoses import MosesDetokenizer, MosesTokenizer
 from wmt_miniature import build_archives, real_data, real_file, real_member
 
-from conftest import REPO
+from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -119,13 +117,6 @@ def finished_run(tmp_path_factory):
             "lines": lines,
             "again": again.stdout + again.stderr,
         }
-
-
-def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(workdir)]
-    return subprocess.run(
-        command + ["--configfile", str(config), *args], capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_each_archive_was_fetched_once_verified_and_the_unpublished_ones_pinned(finished_run):

@@ -58,8 +58,7 @@ def _wait_for_a_later_second(tb_dir: Path) -> None:
     made in, then a per-process counter: a resume in the same second and process (9 -> 10) could sort
     before the segment it continues, and its purge would then drop the resumed steps."""
     newest = max((int(f.name.split(".")[3]) for f in tb_dir.glob("events.out.tfevents.*")), default=0)
-    while time.time() < newest + 1:
-        time.sleep(0.05)
+    time.sleep(max(0.0, newest + 1 - time.time()))
 
 
 class TrainLog:
