@@ -1,33 +1,46 @@
-"""Speed against Joey NMT 2.3.0, in one run, on the same models and data.
+"""Speed and BLEU against Joey NMT 2.3.0, in one run, on the same models and data.
 
-    python benchmarks/vs_joeynmt.py            # ≈ 35 min on 2 quiet cores; --help for sizes
+    python benchmarks/vs_joeynmt.py                     # the embedded synthetic corpus, ≈ 35 min on 2 cores
+    python benchmarks/vs_joeynmt.py --corpus multi30k   # Multi30k En-De (real captions), ≈ 40 min; --help
 
 1. Installs Joey NMT 2.3.0 into its own venv beside ours (`.venv-joeynmt`, git-ignored), with
    the same torch version as ours, so both toolkits run the same kernels. It stays out of the
    project's environment (it pins protobuf < 3.21 and pulls tensorboard, pylint, datasets ...).
-2. Writes the embedded synthetic corpus (attnrepro.data.synthetic, config defaults) as word-level
-   text files; both toolkits read the same files and build their own word vocabularies.
+2. Writes the corpus as whitespace-token text files that both toolkits read:
+   synthetic: the embedded corpus (attnrepro.data.synthetic, config defaults); each toolkit builds
+              its own word vocabulary (every training word).
+   multi30k:  the pipeline's own data and tokenizers for config/multi30k_en_de.yaml (made by Snakemake
+              when missing: `--dag-config` adds e.g. a `data.wmt.mirror` overlay): the rnn reads Moses
+              tokens with the 10 000-word shortlist of each side (word10k), the transformer the joint
+              8 000-piece BPE (spm8k). Both toolkits get the same vocabulary files. Hypotheses are
+              detokenised the same way for both (Moses for words, sentencepiece's ▁ for pieces) and
+              scored by sacreBLEU against the raw references, as the pipeline scores its own.
 3. For each model, Joey NMT then attnrepro, each in its own process with the same
    `torch.set_num_threads`: trains the same architecture for the same number of updates with
    the same real target tokens per update, then beam-4 decodes the test set at 32 sentences a
    batch, `--repeats` times after a warm-up batch.
 
-   rnn:         BiGRU encoder, GRU decoder, Bahdanau (MLP) attention; emb 64, hidden 128.
-                Joey's recurrent decoder has no maxout deep output, so ours runs with
-                `maxout: 0` (a linear readout of [s_{i-1}; E y_{i-1}; c_i]) here.
+   rnn:         BiGRU encoder, GRU decoder, Bahdanau (MLP) attention; emb 64, hidden 128 (synthetic),
+                emb 256, hidden 256 (multi30k, config/multi30k_en_de.yaml's RNNsearch). Joey's
+                recurrent decoder has no maxout deep output: on the synthetic corpus ours runs with
+                `maxout: 0` (a linear readout of [s_{i-1}; E y_{i-1}; c_i]); on Multi30k's 10 000-word
+                softmax that readout alone would be 10 M weights against Joey's 2.6 M (its 256-wide
+                attention vector), so ours keeps the paper's 256-wide maxout there.
    transformer: post-norm, 3 layers, d_model 256, 4 heads, d_ff 1024, dropout 0.1, target
-                embedding tied to the softmax, inverse-square-root warm-up (Vaswani eq. 3).
+                embedding tied to the softmax (multi30k: one embedding for source, target and
+                softmax over the joint BPE, as the config's), inverse-square-root warm-up (Vaswani eq. 3).
 
 Training throughput is real target tokens (</s> included) per second of training-loop wall time,
 logged every `updates / windows` updates by each toolkit's own loop (Joey: its "Tokens per Sec"
 log line); the first window is warm-up, the median of the others is reported. Decoding is test
-sentences per second of the median repeat (the test split has 25 sentences in each 10-word
-bucket up to 80 words: Joey's Transformer search has no key/value cache and would take most of
-an hour on the default 800). BLEU: sacreBLEU (13a) of each toolkit's final model
-on the test set, scored here the same way for both. Peak RSS: the worker process's ru_maxrss.
+sentences per second of the median repeat (synthetic: the test split has 25 sentences in each
+10-word bucket up to 80 words, as Joey's Transformer search has no key/value cache and would take
+most of an hour on the default 800; multi30k: all 1 000 sentences of test_2016_flickr). BLEU:
+sacreBLEU (13a) of each toolkit's final model on the test set, scored here the same way for both.
+Peak RSS: the worker process's ru_maxrss.
 
-Writes results/benchmarks/vs_joeynmt.{csv,md} and, under results/benchmarks/vs_joeynmt/, the
-data, configs, logs and hypotheses.
+Writes results/benchmarks/vs_joeynmt.{csv,md} (multi30k: vs_joeynmt_multi30k.{csv,md}) and, in the
+folder of the same name, the data, configs, logs and hypotheses.
 """
 
 from __future__ import annotations
@@ -53,10 +66,12 @@ JOEY_VERSION = "2.3.0"
 CSV_FIELDS = ["toolkit", "model", "train_tokens_per_s", "decode_sents_per_s", "bleu", "peak_rss_mb"]
 TOOLKITS = ("joeynmt", "attnrepro")
 MODELS = ("rnn", "transformer")
+CORPORA = ("synthetic", "multi30k")
 
 
 @dataclass
 class Settings:
+    corpus: str = "synthetic"
     threads: int = 2
     batch_tokens: int = 2000  # ours: padded source + target tokens per batch (token_batches)
     updates: dict[str, int] = field(default_factory=lambda: {"rnn": 800, "transformer": 300})
@@ -68,11 +83,58 @@ class Settings:
     test_per_bucket: int = 25  # 200 test sentences, 25 in each 10-word bucket up to 80 words
     seed: int = 1
     rnn_maxout: int = 0  # ours' deep-output width for the rnn (0: a linear readout)
+    test_lines: int = 0  # multi30k: the first N test sentences only (0: all 1 000), for a quick check
+
+    @property
+    def rnn(self) -> dict:
+        return RNN[self.corpus]
+
+    @property
+    def shared_vocab(self) -> bool:
+        """multi30k's transformer reads one joint BPE vocabulary: one embedding for both sides and the softmax."""
+        return self.corpus == "multi30k"
+
+
+# Defaults per corpus, where they differ. Multi30k: 500 updates, about 1.2 epochs of the 29 000 pairs at
+# 2 000-token batches (what ≈ 35 minutes on 2 cores allow both toolkits); ours with the config's maxout
+# deep output of width 256 (Bahdanau A.2.2), the width of Joey's tanh attention vector before the softmax.
+CORPUS_DEFAULTS = {
+    "synthetic": {},
+    "multi30k": {"updates": {"rnn": 500, "transformer": 500}, "repeats": 2, "rnn_maxout": 256},
+}
+
+
+def settings_for(corpus: str, **given) -> Settings:
+    """The corpus's defaults, then every `given` value that is not None."""
+    return Settings(corpus=corpus, **(CORPUS_DEFAULTS[corpus] | {k: v for k, v in given.items() if v is not None}))
+
+
+# --- where each model's data lives ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paths:
+    """One model's files under the work folder."""
+
+    data: Path  # {train,valid,test}.{src,tgt}: whitespace tokens, what both toolkits read
+    vocab: Path  # src.vocab, tgt.vocab
+    npz: Path  # ours: the encoded training set
+    ref: Path  # the test references BLEU is computed against
+
+
+def paths_for(work: Path, s: Settings, model: str) -> Paths:
+    if s.corpus == "synthetic":  # one word-level text for both models
+        return Paths(work / "data", work / "vocab", work / "train.npz", work / "data" / "test.tgt")
+    base = work / model  # multi30k: Moses words for the rnn, BPE pieces for the transformer
+    return Paths(base / "data", base / "vocab", base / "train.npz", work / "test.ref")
 
 
 # --- the two models, in each toolkit's own terms -------------------------------------------------
 
-RNN = {"emb": 64, "hidden": 128}
+RNN = {  # emb, hidden, and Adam's constant rate
+    "synthetic": {"emb": 64, "hidden": 128, "lr": 3e-3},
+    "multi30k": {"emb": 256, "hidden": 256, "lr": 1e-3},  # config/multi30k_en_de.yaml's RNNsearch
+}
 TRANSFORMER = {"d_model": 256, "heads": 4, "layers": 3, "d_ff": 1024, "dropout": 0.1}
 TRANSFORMER_LR = {"factor": 0.3, "warmup": 250}  # peak lr = 0.3 * 256^-0.5 * 250^-0.5 ≈ 1.2e-3
 
@@ -80,9 +142,9 @@ TRANSFORMER_LR = {"factor": 0.3, "warmup": 250}  # peak lr = 0.3 * 256^-0.5 * 25
 def ours_model(model: str, s: Settings) -> tuple[str, dict]:
     if model == "rnn":
         return "rnnsearch", {
-            "emb": RNN["emb"],
-            "hidden": RNN["hidden"],
-            "align": RNN["hidden"],
+            "emb": s.rnn["emb"],
+            "hidden": s.rnn["hidden"],
+            "align": s.rnn["hidden"],
             "maxout": s.rnn_maxout,
             "init": "pytorch",
         }
@@ -93,7 +155,7 @@ def ours_model(model: str, s: Settings) -> tuple[str, dict]:
         "heads": t["heads"],
         "layers": t["layers"],
         "dropout": t["dropout"],
-        "share_embeddings": False,  # separate source/target vocabularies; target embedding = softmax
+        "share_embeddings": s.shared_vocab,  # else separate vocabularies; target embedding = softmax
     }
 
 
@@ -102,7 +164,7 @@ def ours_train_config(model: str, s: Settings):
 
     common = {"batch_tokens": s.batch_tokens, "max_steps": s.updates[model], "seed": s.seed, "max_src_len": 10**6}
     if model == "rnn":
-        return TrainConfig(optimizer="adam", lr=3e-3, eps=1e-8, schedule="constant", clip_norm=1.0, **common)
+        return TrainConfig(optimizer="adam", lr=s.rnn["lr"], eps=1e-8, schedule="constant", clip_norm=1.0, **common)
     return TrainConfig(
         optimizer="adam",
         lr=TRANSFORMER_LR["factor"],
@@ -116,8 +178,11 @@ def ours_train_config(model: str, s: Settings):
     )
 
 
-def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch: int) -> dict:
+def joey_config(model: str, s: Settings, paths: Paths, model_dir: Path, joey_batch: int) -> dict:
     side = {"level": "word", "lowercase": False, "normalize": False, "max_length": -1, "min_length": -1}
+    vocab = {}
+    if s.corpus != "synthetic":  # our vocabulary files: the same entries for both toolkits
+        vocab = {side: {"voc_file": str(paths.vocab / f"{side}.vocab")} for side in ("src", "tgt")}
     updates = s.updates[model]
     log_every = max(updates // s.windows, 1)
     training = {
@@ -144,10 +209,10 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
         # Joey 2.3 has no constant schedule (`scheduling` must be set), its "plateau" passes `verbose`
         # that torch 2.13 no longer takes, and "decaying" ignores `decaying_step_size` (StepLR(1) cuts
         # the rate 10x at epoch 1): ExponentialLR with gamma 1 is the constant rate ours uses.
-        training |= {"learning_rate": 3e-3, "adam_betas": [0.9, 0.999], "scheduling": "exponential"}
+        training |= {"learning_rate": s.rnn["lr"], "adam_betas": [0.9, 0.999], "scheduling": "exponential"}
         training |= {"decrease_factor": 1.0}
         training |= {"clip_grad_norm": 1.0, "label_smoothing": 0.0, "learning_rate_min": 1e-8}
-        emb = {"embedding_dim": RNN["emb"], "scale": False}
+        emb = {"embedding_dim": s.rnn["emb"], "scale": False}
         model_cfg = {
             "tied_embeddings": False,
             "tied_softmax": False,
@@ -155,7 +220,7 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
                 "type": "recurrent",
                 "rnn_type": "gru",
                 "embeddings": emb,
-                "hidden_size": RNN["hidden"],
+                "hidden_size": s.rnn["hidden"],
                 "bidirectional": True,
                 "num_layers": 1,
                 "dropout": 0.0,
@@ -164,7 +229,7 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
                 "type": "recurrent",
                 "rnn_type": "gru",
                 "embeddings": emb,
-                "hidden_size": RNN["hidden"],
+                "hidden_size": s.rnn["hidden"],
                 "num_layers": 1,
                 "dropout": 0.0,
                 "hidden_dropout": 0.0,
@@ -196,19 +261,20 @@ def joey_config(model: str, s: Settings, data: Path, model_dir: Path, joey_batch
             "dropout": t["dropout"],
             "layer_norm": "post",
         }
-        model_cfg = {"tied_embeddings": False, "tied_softmax": True, "encoder": layers, "decoder": dict(layers)}
+        model_cfg = {"tied_embeddings": s.shared_vocab, "tied_softmax": True}
+        model_cfg |= {"encoder": layers, "decoder": dict(layers)}
     return {
         "name": f"vs_attnrepro_{model}",
         "joeynmt_version": JOEY_VERSION,
         "model_dir": str(model_dir),
         "use_cuda": False,
         "data": {
-            "train": str(data / "train"),
-            "dev": str(data / "valid"),
-            "test": str(data / "test"),
+            "train": str(paths.data / "train"),
+            "dev": str(paths.data / "valid"),
+            "test": str(paths.data / "test"),
             "dataset_type": "plain",
-            "src": {"lang": "src", **side},
-            "trg": {"lang": "tgt", **side},
+            "src": {"lang": "src", **side, **vocab.get("src", {})},
+            "trg": {"lang": "tgt", **side, **vocab.get("tgt", {})},
         },
         "training": training,
         "testing": {
@@ -266,7 +332,7 @@ def ours_target_tokens_per_update(src_lens: np.ndarray, tgt_lens: np.ndarray, s:
 # --- our worker ---------------------------------------------------------------------------------
 
 
-def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
+def run_ours(model_name: str, paths: Paths, s: Settings, hyp_path: Path) -> dict:
     """Train and decode with attnrepro's public pieces: the same step as attnrepro.training.loop."""
     import torch
     from torch import nn
@@ -280,8 +346,8 @@ def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
 
     torch.set_num_threads(s.threads)
     torch.manual_seed(s.seed)
-    src_tok, tgt_tok = WordVocab.load(work / "vocab" / "src.vocab"), WordVocab.load(work / "vocab" / "tgt.vocab")
-    corpus = Corpus.load(work / "train.npz")
+    src_tok, tgt_tok = WordVocab.load(paths.vocab / "src.vocab"), WordVocab.load(paths.vocab / "tgt.vocab")
+    corpus = Corpus.load(paths.npz)
     arch, params = ours_model(model_name, s)
     model = build_model(arch, len(src_tok), len(tgt_tok), params)
     tc = ours_train_config(model_name, s)
@@ -320,9 +386,9 @@ def run_ours(model_name: str, work: Path, s: Settings, hyp_path: Path) -> dict:
             window_tokens, start = 0, now
     train_wall_s = time.perf_counter() - train_start
 
-    lines = (work / "data" / "test.src").read_text(encoding="utf-8").splitlines()
+    lines = (paths.data / "test.src").read_text(encoding="utf-8").splitlines()
     sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
-    warm_up = (work / "data" / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
+    warm_up = (paths.data / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
     translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
     seconds = []
     for _ in range(s.repeats):
@@ -374,7 +440,14 @@ def ensure_joey_venv(venv: Path) -> Path:
     return python
 
 
-def prepare_data(work: Path, s: Settings) -> dict:
+def prepare_data(work: Path, s: Settings, dag_configs: list[Path]) -> dict:
+    """The corpus as whitespace-token text for both toolkits, our vocabularies and encoding; its settings."""
+    if s.corpus == "multi30k":
+        return prepare_multi30k(work, s, dag_configs)
+    return prepare_synthetic(work, s)
+
+
+def prepare_synthetic(work: Path, s: Settings) -> dict:
     """The embedded synthetic corpus as text (both toolkits) + our word vocabularies and encoding."""
     from attnrepro.config import SyntheticDataConfig
     from attnrepro.data.synthetic import write_splits
@@ -394,6 +467,74 @@ def prepare_data(work: Path, s: Settings) -> dict:
     return asdict(cfg)
 
 
+MULTI30K = {"config": ROOT / "config" / "multi30k_en_de.yaml", "results": ROOT / "results" / "multi30k_en_de"}
+MULTI30K_TOKENIZERS = {"rnn": "word10k", "transformer": "spm8k"}  # the config's, for RNNsearch and Transformer
+SPLITS = ("train", "valid", "test")
+
+
+def prepare_multi30k(work: Path, s: Settings, dag_configs: list[Path], dag: Path = MULTI30K["results"]) -> dict:
+    """The pipeline's Multi30k text and tokenizers under `dag` (Snakemake makes what is missing there), written
+    as the tokens each model reads: Moses words (word10k) for the rnn, BPE pieces (spm8k) for the transformer."""
+    from attnrepro.config import load_config
+    from attnrepro.data.tokenize import WordVocab, encode_corpus, load_tokenizer_pair
+
+    sides = ("src", "tgt")
+    needed = [dag / "data" / f"{split}.{side}" for split in SPLITS for side in sides]
+    needed += [dag / "tokenizer" / name / f"{side}.model" for name in MULTI30K_TOKENIZERS.values() for side in sides]
+    missing = [str(path) for path in needed + [dag / "config.yaml"] if not path.exists()]  # config.yaml: onstart
+    if missing and dag != MULTI30K["results"]:
+        raise FileNotFoundError(f"{dag}: not a finished Multi30k data step; missing {', '.join(missing)}")
+    if missing:
+        configs = [str(MULTI30K["config"])] + [str(c) for c in dag_configs]
+        command = [sys.executable, "-m", "snakemake", "--cores", str(s.threads), "--configfile", *configs, "--"]
+        print("making the pipeline's Multi30k data and tokenizers:", " ".join(command), flush=True)
+        subprocess.run(command + [str(path.relative_to(ROOT)) for path in needed], cwd=ROOT, check=True)
+    cfg = load_config(dag / "config.yaml")
+    stamp = work / "settings.json"
+    settings = {"dag_config": str(dag / "config.yaml"), "tokenizers": MULTI30K_TOKENIZERS, "languages": cfg.languages}
+    settings["test_lines"] = s.test_lines
+    if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(settings)):
+        return settings
+    work.mkdir(parents=True, exist_ok=True)
+    keep = slice(0, s.test_lines or None)
+    references = (dag / "data" / "test.tgt").read_text(encoding="utf-8").splitlines()[keep]
+    (work / "test.ref").write_text("".join(r + "\n" for r in references), encoding="utf-8")  # what BLEU scores
+    for model, name in MULTI30K_TOKENIZERS.items():
+        paths = paths_for(work, s, model)
+        for folder in (paths.data, paths.vocab):
+            folder.mkdir(parents=True, exist_ok=True)
+        tokenizers = load_tokenizer_pair(cfg.tokenizer_named(name), dag / "tokenizer" / name, cfg.languages)
+        for side, tok in zip(("src", "tgt"), tokenizers):
+            if hasattr(tok, "processor"):  # sentencepiece: its pieces, ids 0-3 are <pad> <unk> <s> </s>
+                vocab = WordVocab([tok.processor.id_to_piece(i) for i in range(len(tok))])
+                split_line = lambda line, tok=tok: tok.processor.encode(line, out_type=str)  # noqa: E731
+            else:  # a Moses word shortlist
+                vocab, split_line = tok.vocab, tok.tokenize
+            vocab.save(paths.vocab / f"{side}.vocab")
+            for split in SPLITS:
+                lines = (dag / "data" / f"{split}.{side}").read_text(encoding="utf-8").splitlines()
+                lines = lines[keep] if split == "test" else lines
+                text = "".join(" ".join(split_line(line)) + "\n" for line in lines)
+                (paths.data / f"{split}.{side}").write_text(text, encoding="utf-8")
+        src_vocab, tgt_vocab = (WordVocab.load(paths.vocab / f"{side}.vocab") for side in ("src", "tgt"))
+        encode_corpus(src_vocab, tgt_vocab, paths.data / "train.src", paths.data / "train.tgt", paths.npz)
+    stamp.write_text(json.dumps(settings))
+    return settings
+
+
+def detokenize(s: Settings, model: str, line: str, lang: str) -> str:
+    """A hypothesis of either toolkit as plain text: Joey writes an unknown token as <unk>, ours as UNK
+    (one token, as the pipeline scores it); Moses-detokenized words, or BPE pieces joined at their ▁."""
+    tokens = ["UNK" if token == "<unk>" else token for token in line.split()]
+    if s.corpus == "synthetic":
+        return " ".join(tokens)
+    if model == "rnn":
+        from sacremoses import MosesDetokenizer
+
+        return MosesDetokenizer(lang).detokenize(tokens)
+    return "".join(tokens).replace("▁", " ").strip()
+
+
 def run_worker(command: list[str], log: Path) -> dict:
     load_before = os.getloadavg()[0]
     with open(log, "w") as f:
@@ -407,22 +548,26 @@ def run_worker(command: list[str], log: Path) -> dict:
     return result
 
 
-def summarise(toolkit: str, model: str, result: dict, hyp: Path, ref: Path) -> dict:
-    import sacrebleu
+def summarise(toolkit: str, model: str, result: dict, hyp: Path, ref: Path, s: Settings, lang: str) -> dict:
+    from sacrebleu.metrics import BLEU
 
     rates = [rate for _, rate in result["train_windows"]]
     if len(rates) < 4:
         raise RuntimeError(f"{toolkit} {model}: {len(rates)} training windows; need a warm-up and >= 3 more")
-    hyps = hyp.read_text(encoding="utf-8").splitlines()
+    hyps = [detokenize(s, model, line, lang) for line in hyp.read_text(encoding="utf-8").splitlines()]
     refs = ref.read_text(encoding="utf-8").splitlines()
     if len(hyps) != len(refs):
         raise RuntimeError(f"{hyp}: {len(hyps)} hypotheses for {len(refs)} references in {ref}")
+    hyp.with_suffix(".detok.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    bleu = BLEU()
+    score = bleu.corpus_score(hyps, [refs])
+    result["bleu_signature"] = str(bleu.get_signature())
     return {
         "toolkit": toolkit,
         "model": model,
         "train_tokens_per_s": round(statistics.median(rates[1:]), 1),  # first window: warm-up
         "decode_sents_per_s": round(result["n_test"] / statistics.median(result["decode_seconds"]), 2),
-        "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+        "bleu": round(score.score, 2),
         "peak_rss_mb": round(result["peak_rss_mb"], 1),
     }
 
@@ -460,38 +605,53 @@ def write_tables(rows: list[dict], details: dict, out: Path) -> None:
            f"Settings: `{json.dumps(details['settings'])}`. The first training window of each run is "
            "warm-up; the table reports the median of the others and the median decoding pass "
            "(after one warm-up batch)."]  # fmt: skip
+    signatures = sorted({r["bleu_signature"] for r in details["runs"].values() if "bleu_signature" in r})
+    md += ["", f"Corpus: {details['settings']['corpus']}. BLEU: sacreBLEU `{'`, `'.join(signatures)}` of the "
+           "detokenised hypotheses against the raw references, the same for both toolkits."]  # fmt: skip
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "vs_joeynmt")
+    ap.add_argument("--corpus", choices=CORPORA, default="synthetic")
+    ap.add_argument("--out", type=Path, help="work folder (default results/benchmarks/vs_joeynmt[_CORPUS])")
+    dag_help = "multi30k: configs Snakemake reads after config/multi30k_en_de.yaml (e.g. a mirror)"
+    ap.add_argument("--dag-config", type=Path, nargs="*", default=[], help=dag_help)
     ap.add_argument("--joey-venv", type=Path, default=ROOT / ".venv-joeynmt")
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     ap.add_argument("--toolkits", nargs="+", choices=TOOLKITS, default=list(TOOLKITS))
-    ap.add_argument("--threads", type=int, default=Settings.threads)
-    ap.add_argument("--rnn-updates", type=int, default=Settings().updates["rnn"])
-    ap.add_argument("--transformer-updates", type=int, default=Settings().updates["transformer"])
-    ap.add_argument("--repeats", type=int, default=Settings.repeats)
-    ap.add_argument("--n-train", type=int, default=Settings.n_train)
-    ap.add_argument("--test-per-bucket", type=int, default=Settings.test_per_bucket)
-    ap.add_argument("--rnn-maxout", type=int, default=Settings.rnn_maxout)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--rnn-updates", type=int)
+    ap.add_argument("--transformer-updates", type=int)
+    ap.add_argument("--repeats", type=int)
+    ap.add_argument("--n-train", type=int)
+    ap.add_argument("--test-per-bucket", type=int)
+    ap.add_argument("--rnn-maxout", type=int)
+    ap.add_argument("--test-lines", type=int)
     ap.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)  # internal: our side of one model
     args = ap.parse_args(argv)
-    s = Settings(
+    defaults = settings_for(args.corpus)
+    updates = {"rnn": args.rnn_updates or defaults.updates["rnn"]}
+    updates["transformer"] = args.transformer_updates or defaults.updates["transformer"]
+    s = settings_for(
+        args.corpus,
         threads=args.threads,
-        updates={"rnn": args.rnn_updates, "transformer": args.transformer_updates},
+        updates=updates,
         repeats=args.repeats,
         n_train=args.n_train,
         test_per_bucket=args.test_per_bucket,
         rnn_maxout=args.rnn_maxout,
+        test_lines=args.test_lines,
     )
-    work = args.out
+    name = "vs_joeynmt" if s.corpus == "synthetic" else f"vs_joeynmt_{s.corpus}"
+    work = args.out or ROOT / "results" / "benchmarks" / name
     if args.worker:
-        print(json.dumps(run_ours(args.worker, work, s, work / "hyp" / f"attnrepro_{args.worker}.txt")))
+        hyp = work / "hyp" / f"attnrepro_{args.worker}.txt"
+        print(json.dumps(run_ours(args.worker, paths_for(work, s, args.worker), s, hyp)))
         return
 
     import torch
+    import yaml
 
     from attnrepro.data.batching import Corpus
 
@@ -499,47 +659,48 @@ def main(argv: list[str] | None = None) -> None:
     for sub in ("hyp", "logs", "joeynmt"):
         (work / sub).mkdir(exist_ok=True)
     joey_python = ensure_joey_venv(args.joey_venv) if "joeynmt" in args.toolkits else None
-    data_cfg = prepare_data(work, s)
-    corpus = Corpus.load(work / "train.npz")
-    target = ours_target_tokens_per_update(corpus.src_lens, corpus.tgt_lens, s)
-    joey_batch = joey_batch_size_for(corpus.src_lens, corpus.tgt_lens, target, s.seed)
-    print(f"{target:.0f} target tokens per update: ours batch_tokens {s.batch_tokens}, Joey batch_size {joey_batch}")
+    data_cfg = prepare_data(work, s, args.dag_config)
+    tgt_lang = data_cfg.get("languages", ("", "en"))[1]
 
-    import yaml
-
-    rows, runs = [], {}
-    settings = asdict(s) | {"joey_batch_size": joey_batch, "data": data_cfg}
+    rows, runs, joey_batch = [], {}, {}
     for model in args.models:
+        paths = paths_for(work, s, model)
+        corpus = Corpus.load(paths.npz)
+        target = ours_target_tokens_per_update(corpus.src_lens, corpus.tgt_lens, s)
+        joey_batch[model] = joey_batch_size_for(corpus.src_lens, corpus.tgt_lens, target, s.seed)
+        print(f"{model}: {target:.0f} target tokens per update: ours batch_tokens {s.batch_tokens}, "
+              f"Joey batch_size {joey_batch[model]}")  # fmt: skip
         for toolkit in args.toolkits:
             hyp = work / "hyp" / f"{toolkit}_{model}.txt"
             if toolkit == "joeynmt":
                 cfg_path = work / "joeynmt" / f"{model}.yaml"
-                cfg = joey_config(model, s, work / "data", work / "joeynmt" / model, joey_batch)
+                cfg = joey_config(model, s, paths, work / "joeynmt" / model, joey_batch[model])
                 cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
                 command = [str(joey_python), str(ROOT / "benchmarks" / "joeynmt_worker.py"), str(cfg_path)]
                 command += ["--threads", str(s.threads), "--repeats", str(s.repeats), "--hyp", str(hyp)]
             else:
                 command = [sys.executable, str(Path(__file__).resolve()), "--worker", model, "--out", str(work)]
-                command += ["--threads", str(s.threads), "--repeats", str(s.repeats)]
+                command += ["--corpus", s.corpus, "--threads", str(s.threads), "--repeats", str(s.repeats)]
                 command += ["--rnn-updates", str(s.updates["rnn"]), "--transformer-updates"]
                 command += [str(s.updates["transformer"]), "--n-train", str(s.n_train)]
                 command += ["--test-per-bucket", str(s.test_per_bucket), "--rnn-maxout", str(s.rnn_maxout)]
+                command += ["--test-lines", str(s.test_lines)]
             print(f"{toolkit} {model}: training {s.updates[model]} updates, then decoding ...", flush=True)
             result = run_worker(command, work / "logs" / f"{toolkit}_{model}.log")
             runs[(toolkit, model)] = result
-            rows.append(summarise(toolkit, model, result, hyp, work / "data" / "test.tgt"))
+            rows.append(summarise(toolkit, model, result, hyp, paths.ref, s, tgt_lang))
             print(json.dumps(rows[-1]), flush=True)
     details = {
         "date": date.today().isoformat(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "torch": torch.__version__,
-        "settings": settings,
+        "settings": asdict(s) | {"joey_batch_size": joey_batch, "data": data_cfg},
         "runs": runs,
     }
-    write_tables(rows, details, work.parent / "vs_joeynmt")
+    write_tables(rows, details, work.parent / work.name)
     details["runs"] = {f"{t}/{m}": r for (t, m), r in runs.items()}
-    (work.parent / "vs_joeynmt.json").write_text(json.dumps(details, indent=1))
-    print((work.parent / "vs_joeynmt.md").read_text())
+    (work.parent / f"{work.name}.json").write_text(json.dumps(details, indent=1))
+    print((work.parent / f"{work.name}.md").read_text())
 
 
 if __name__ == "__main__":

@@ -10,17 +10,21 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 import pytest
 import yaml
 from archive_server import ArchiveServer
 from sacremoses import MosesDetokenizer
 from wmt_miniature import real_data
 
+from attnrepro.data.batching import Corpus
 from attnrepro.evaluation.no_unk import NO_UNK_BANNED
 
 from conftest import REPO, snakemake
@@ -130,3 +134,30 @@ def test_bleu_by_length_uses_five_word_buckets_of_moses_words(finished_run):
     unit = json.loads((finished_run / "rnnsearch/bleu.json").read_text())["length_unit"]
     assert unit == "Moses-tokenized source words (sacremoses -l en)"
     assert (finished_run / "figures/bleu_by_length.png").stat().st_size > 10_000
+
+
+def test_the_joey_benchmark_reads_the_pipeline_s_own_tokens(finished_run, tmp_path, monkeypatch):
+    """benchmarks/vs_joeynmt.py --corpus multi30k writes whitespace tokens for both toolkits: read back
+    through its vocabulary files they must be the ids the pipeline encoded, and its detokenisation must
+    give back the raw references, or the comparison would be on another tokenisation than the table's."""
+    spec = importlib.util.spec_from_file_location("vs_joeynmt", REPO / "benchmarks/vs_joeynmt.py")
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vs_joeynmt", bench)  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    s = bench.settings_for("multi30k")
+    settings = bench.prepare_multi30k(tmp_path, s, [], dag=finished_run)
+    assert settings["languages"] == ["en", "de"] or settings["languages"] == ("en", "de")
+    references = (finished_run / "data/test.tgt").read_text(encoding="utf-8").splitlines()
+    for model, tokenizer in bench.MULTI30K_TOKENIZERS.items():
+        paths = bench.paths_for(tmp_path, s, model)
+        ours, pipeline = Corpus.load(paths.npz), Corpus.load(finished_run / "encoded" / tokenizer / "train.npz")
+        for side in ("src", "tgt"):
+            assert np.array_equal(getattr(ours, f"{side}_offsets"), getattr(pipeline, f"{side}_offsets"))
+            assert np.array_equal(getattr(ours, f"{side}_ids"), getattr(pipeline, f"{side}_ids")), (model, side)
+        tokens = (paths.data / "test.tgt").read_text(encoding="utf-8").splitlines()
+        restored = [bench.detokenize(s, model, line, "de") for line in tokens]
+        same = sum(r == ref for r, ref in zip(restored, references, strict=True)) / len(references)
+        assert same >= {"rnn": 0.95, "transformer": 1.0}[model], (model, same)
+    assert (tmp_path / "test.ref").read_text(encoding="utf-8").splitlines() == references
+    assert bench.detokenize(s, "rnn", "Ein <unk> , der läuft .", "de") == "Ein UNK, der läuft."  # Joey's <unk>
+    assert bench.detokenize(s, "transformer", "▁Ein ▁Hund ▁läuft .", "de") == "Ein Hund läuft."
