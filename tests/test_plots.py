@@ -84,7 +84,7 @@ def test_fig2_legend_sits_below_the_axes_and_their_label(dpi, legend):
     assert legend.y0 >= 0 and legend.x0 >= 0 and legend.x1 <= fig.bbox.width  # inside the saved figure
 
 
-def test_fig2_draws_intervals_as_error_bars_and_the_seed_spread_as_a_band():
+def test_fig2_draws_intervals_as_error_bars_and_with_seeds_the_reproduction_band():
     table = ten_models(bleu_ci_lo=lambda b: b - 2, bleu_ci_hi=lambda b: b + 3).head(10)  # models m0, m1
     fig = bleu_by_length_figure(table, {}, "t")
     ax = fig.axes[0]
@@ -96,14 +96,15 @@ def test_fig2_draws_intervals_as_error_bars_and_the_seed_spread_as_a_band():
     assert all(b - a == pytest.approx(0.8) for a, b in zip(x0, x1))  # side by side, around the bucket's middle
     assert "95 % bootstrap interval" in fig.legends[0].get_title().get_text() and not ax.collections[2:]
 
-    seeds = ten_models(n_runs=lambda b: 3, bleu_min=lambda b: b - 4, bleu_max=lambda b: b + 1).head(5)
+    # with seeds the error bars are the reproduction band, not the (narrower) bootstrap interval of one run
+    seeds = table.assign(n_runs=3, band_lo=table["bleu"] - 7, band_hi=table["bleu"] + 5).head(5)
     fig = bleu_by_length_figure(seeds, {}, "t")
-    (band,) = fig.axes[0].collections
-    ys = band.get_paths()[0].vertices[:, 1]
-    assert min(ys) == 86.0 - 40 / 2 and max(ys) == 91.0  # from the worst bucket's min to the best's max
-    assert fig.legends[0].get_title().get_text() == "lines: mean over 3 seeds, bands: their min–max"
-    single = bleu_by_length_figure(seeds.assign(n_runs=1), {}, "t")
-    assert not single.axes[0].collections and single.legends[0].get_title().get_text() == ""
+    segments = fig.axes[0].containers[0].lines[2][0].get_segments()
+    assert [(s[0][1], s[1][1]) for s in segments] == [(83.0 - lo / 2, 95.0 - lo / 2) for lo in range(0, 50, 10)]
+    title = fig.legends[0].get_title().get_text()
+    assert title == "lines: mean over 3 seeds; error bars: where the mean of another 3 seeds falls (95 %)"
+    single = bleu_by_length_figure(seeds.assign(n_runs=1), {}, "t")  # one run: its bootstrap interval again
+    assert "95 % bootstrap interval" in single.legends[0].get_title().get_text()
 
 
 def test_alignment_sentences_have_spread_out_lengths_and_are_fixed():

@@ -228,8 +228,14 @@ def test_seed_runs_are_one_row_of_mean_and_min_max_in_tables_and_fig2(tmp_path):
     assert run["bleu"].tolist() == [62.0, 47.0, 37.0] and run["bleu_ci_lo"].tolist() == [60.0, 45.0, 35.0]
     assert set(run["base"]) == {"rnnsearch50"} and set(run["seed"]) == {2}
     wide = (tmp_path / "tables/bleu_by_length.md").read_text(encoding="utf-8")
-    assert "| 1–10 " in wide and "63.00 (60.00–67.00) [61.00, 65.00]" in wide  # mean (min–max) [mean interval]
-    assert "36.00 (31.00–40.00) [34.00, 38.00]" in wide and "mean over its runs, (min–max)" in wide
+    # mean [reproduction band]: 63 ± t(0.975; 2) · s · √(2/3) with s = √13 over 60, 62, 67; 36 ± ... s = √21
+    assert "| 1–10 " in wide and "63.00 [50.33, 75.67]" in wide and "36.00 [19.90, 52.10]" in wide
+    assert "where the mean of another set of as many seeds" in wide
+    bands = pd.read_csv(tmp_path / "tables/bleu_by_length_band.csv").set_index(["base", "bucket_hi"])
+    row = bands.loc[("rnnsearch50", 10)]
+    assert row[["mean", "band_lo", "band_hi", "seed_min", "seed_max", "bootstrap_lo", "bootstrap_hi"]].tolist() == [
+        63.0, 50.33, 75.67, 60.0, 67.0, 61.0, 65.0]  # fmt: skip
+    assert row["n_runs"] == 3 and row["label"] == "RNNsearch-50"
 
     t1 = pd.read_csv(tmp_path / "tables/table1.csv").set_index("model")
     columns = ["n_runs", "all_tokenized", "all_sacrebleu", "all_sacrebleu_min", "all_sacrebleu_max", *TABLE1_CI]

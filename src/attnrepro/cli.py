@@ -236,6 +236,14 @@ def cmd_estimate(args: argparse.Namespace) -> None:
     print(f"written to {out}")
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from attnrepro.evaluation.reproduce import compare_to_reference, comparison_report, read_band_table
+
+    cells = compare_to_reference(read_band_table(Path(args.table)), read_band_table(Path(args.reference)))
+    print(comparison_report(cells, args.min_inside))
+    return 0 if cells["inside"].mean() >= args.min_inside else 1
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from attnrepro.training.launch import main as launch
 
@@ -368,6 +376,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-requeue", action="store_true", help="on preemption exit 75 without scontrol requeue")
     p.add_argument("verb", nargs=argparse.REMAINDER, help="-- VERB ARGS..., e.g. -- train --config ...")
     p.set_defaults(func=cmd_launch)
+
+    p = sub.add_parser("compare", help="a run's BLEU by length against a reference's reproduction bands (exit 1: "
+                       "fewer than --min-inside of the cells inside)")  # fmt: skip
+    p.add_argument("--reference", required=True, help="a bleu_by_length_band.csv, e.g. docs/figures/bleu_by_length.csv")
+    p.add_argument("--table", required=True, help="the run's results/{dataset}/tables/bleu_by_length_band.csv")
+    p.add_argument("--min-inside", type=float, default=0.9, help="fraction of cells whose mean must be inside (0.9)")
+    p.set_defaults(func=cmd_compare)
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)

@@ -28,6 +28,7 @@ class SyntheticDataConfig:
     seed: int = 1
     n_train: int = 150000
     n_valid: int = 500
+    valid_lengths: str = "like_train"  # like_train (P(L) ∝ 1/L) | per_bucket (n_valid spread evenly over buckets)
     test_per_bucket: int = 100
     max_train_len: int = 50
     max_test_len: int = 80
@@ -142,6 +143,8 @@ class TrainConfig:
     checkpoint_every: int = 500
     patience: int = 0  # validations without a relative gain of min_delta before stopping; 0 = run to max_steps
     min_delta: float = 0.01
+    plateau_decay: float = 1.0  # the learning rate's factor after each validation without that gain; 1 = none
+    valid_length_filter: bool = False  # validate on the pairs within max_src_len / max_tgt_len only
     update_tokens: int = 0
     device: str = "auto"
     precision: str = "fp32"

@@ -52,6 +52,7 @@ rule tables:
         table1_caption=f"{CAPTIONS}/table1.rst",
         table2_caption=f"{CAPTIONS}/table2.rst",
         by_length_caption=f"{CAPTIONS}/bleu_by_length_table.rst",
+        by_length_band=f"{RESULTS}/tables/bleu_by_length_band.csv",  # `attnrepro compare` checks a run against one
     params:
         config=RESOLVED_CONFIG,
         settings=lambda wildcards: job_params("report", wildcards),

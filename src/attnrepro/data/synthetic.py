@@ -44,6 +44,7 @@ VOWELS_TGT = "aeiouy"
 GENDER_SUFFIXES = ("o", "a")
 MAX_ADJECTIVES = 3  # per noun; a longer noun phrase grows a modifier chain
 P_INTRANSITIVE, P_SEPARABLE, P_SUBORDINATE = 0.2, 0.3, 0.5
+Pairs = list[tuple[list[str], list[str]]]
 
 
 @dataclass(frozen=True)
@@ -196,22 +197,37 @@ def sentence_pair(
     return src, tgt
 
 
-def generate_splits(cfg: SyntheticDataConfig) -> dict[str, list[tuple[list[str], list[str]]]]:
-    """train/valid (lengths ~ 1/L up to max_train_len) and test (every bucket, equal counts)."""
-    lex = make_lexicon(cfg)
-    splits: dict[str, list[tuple[list[str], list[str]]]] = {}
+def _per_bucket(rng: random.Random, lex: Lexicon, counts: list[int], cfg: SyntheticDataConfig, longest: int) -> Pairs:
+    """`counts[b]` pairs whose source length is uniform in bucket b, (b * width, (b + 1) * width] (at most `longest`)."""
+    pairs = []
+    for b, n in enumerate(counts):
+        lo, hi = b * cfg.bucket_width + 1, min((b + 1) * cfg.bucket_width, longest)
+        pairs += [sentence_pair(rng, lex, rng.randint(lo, hi), cfg.clause_order) for _ in range(n)]
+    return pairs
+
+
+def _like_training(rng: random.Random, lex: Lexicon, n: int, cfg: SyntheticDataConfig) -> Pairs:
+    """`n` pairs of 1..max_train_len source words, P(L) ∝ 1/L: every length gives about the same tokens."""
     weights = [1.0 / n for n in range(1, cfg.max_train_len + 1)]
-    lengths = range(1, cfg.max_train_len + 1)
-    for offset, (split, n) in enumerate((("train", cfg.n_train), ("valid", cfg.n_valid))):
-        rng = random.Random(cfg.seed * 1000 + offset + 1)
-        splits[split] = [sentence_pair(rng, lex, L, cfg.clause_order) for L in rng.choices(lengths, weights, k=n)]
-    rng = random.Random(cfg.seed * 1000 + 3)
-    test = []
-    for lo in range(0, cfg.max_test_len, cfg.bucket_width):
-        for _ in range(cfg.test_per_bucket):
-            test.append(sentence_pair(rng, lex, rng.randint(lo + 1, lo + cfg.bucket_width), cfg.clause_order))
-    splits["test"] = test
-    return splits
+    lengths = rng.choices(range(1, cfg.max_train_len + 1), weights, k=n)
+    return [sentence_pair(rng, lex, L, cfg.clause_order) for L in lengths]
+
+
+def generate_splits(cfg: SyntheticDataConfig) -> dict[str, Pairs]:
+    """train (lengths ~ 1/L up to max_train_len); valid drawn like train, or (`valid_lengths: per_bucket`)
+    n_valid spread evenly over the buckets up to max_train_len, so that early stopping sees long sentences as
+    often as short ones; test: test_per_bucket in every bucket up to max_test_len."""
+    lex = make_lexicon(cfg)
+    train_rng, valid_rng, test_rng = (random.Random(cfg.seed * 1000 + offset) for offset in (1, 2, 3))
+    if cfg.valid_lengths == "per_bucket":
+        buckets = math.ceil(cfg.max_train_len / cfg.bucket_width)
+        counts = [cfg.n_valid // buckets + (b < cfg.n_valid % buckets) for b in range(buckets)]
+        valid = _per_bucket(valid_rng, lex, counts, cfg, cfg.max_train_len)
+    else:
+        valid = _like_training(valid_rng, lex, cfg.n_valid, cfg)
+    test_buckets = math.ceil(cfg.max_test_len / cfg.bucket_width)
+    test = _per_bucket(test_rng, lex, [cfg.test_per_bucket] * test_buckets, cfg, test_buckets * cfg.bucket_width)
+    return {"train": _like_training(train_rng, lex, cfg.n_train, cfg), "valid": valid, "test": test}
 
 
 def write_splits(cfg: SyntheticDataConfig, out_dir: Path) -> dict[str, int]:

@@ -1,12 +1,23 @@
 """The runs of one configured model (one per seed, `seeds: [...]`) gathered into one row: the mean over
-its runs, their spread (min and max) and the mean of their 95 % bootstrap intervals; without seeds a
-model has one run and its row is that run's numbers."""
+its runs, their spread (min and max), the mean of their 95 % bootstrap intervals and, per length bucket,
+the reproduction band; without seeds a model has one run and its row is that run's numbers.
+
+The reproduction band is the interval the mean of another n runs falls in with 95 % probability, n the
+runs measured here: a prediction interval, mean ± t(0.975; n - 1) · s · √(1/n + 1/n), s the standard
+deviation over the runs (Student's t, the runs taken as normal draws). Another seed set, or the same seeds on
+another machine (whose floating-point order acts like another seed), is such a set of n runs; the bootstrap
+interval over test sentences measures the test set only and misses this variation. Clipped to [0, 100].
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
+from scipy import stats
+
+BAND_CONFIDENCE = 0.95
 
 
 def aggregate_runs(
@@ -43,8 +54,22 @@ def _whole(values: pd.Series) -> pd.Series:
     return values.astype("Int64") if (values.dropna() % 1 == 0).all() else values
 
 
+def reproduction_band(values: Sequence[float], confidence: float = BAND_CONFIDENCE) -> tuple[float, float]:
+    """Where the mean of another len(values) runs falls with probability `confidence` (see the module
+    docstring); (nan, nan) for fewer than two runs, whose spread is unknown."""
+    n = len(values)
+    if n < 2:
+        return math.nan, math.nan
+    series = pd.Series(values, dtype=float)
+    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * series.std(ddof=1) * math.sqrt(2 / n)
+    return max(0.0, series.mean() - half), min(100.0, series.mean() + half)
+
+
 def bleu_by_length_aggregate(runs: pd.DataFrame) -> pd.DataFrame:
-    """BLEU by length of every base model: mean over its runs per bucket, min-max over them, mean interval."""
-    return aggregate_runs(
-        runs, ["base", "bucket_lo", "bucket_hi"], spread=["bleu"], mean=["bleu_ci_lo", "bleu_ci_hi", "n_sentences"]
-    )
+    """BLEU by length of every base model: mean over its runs per bucket, min-max over them, mean interval, and
+    the reproduction band (`band_lo`, `band_hi`; empty with one run)."""
+    keys = ["base", "bucket_lo", "bucket_hi"]
+    table = aggregate_runs(runs, keys, spread=["bleu"], mean=["bleu_ci_lo", "bleu_ci_hi", "n_sentences"])
+    bands = runs.groupby(keys, sort=False)["bleu"].agg(lambda v: reproduction_band(list(v)))
+    table[["band_lo", "band_hi"]] = [bands[tuple(row)] for row in table[keys].itertuples(index=False)]
+    return table

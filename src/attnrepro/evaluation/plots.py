@@ -49,8 +49,8 @@ def bleu_by_length_figure(
     """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model.
 
     table: rows model, bucket_lo, bucket_hi, bleu, and where known bleu_ci_lo/bleu_ci_hi (95 % bootstrap
-    interval: error bars) and n_runs, bleu_min/bleu_max (a model trained once per seed: bleu is the mean over
-    its runs, drawn with their min–max as a band); legends: model -> legend text (label and training length);
+    interval: error bars) and n_runs, band_lo/band_hi (a model trained once per seed: bleu is the mean over its
+    runs, and the error bars are its reproduction band instead); legends: model -> legend text (label and training length);
     dashed: models drawn dashed; paper_points: legend text -> [[length, BLEU], ...] from paper_numbers.yaml,
     drawn as open markers. The legend sits below the axes and their label, never over them.
     """
@@ -60,8 +60,9 @@ def bleu_by_length_figure(
     legend_rows = -(-len(entries) // ncol)
     fig, ax = plt.subplots(figsize=(8.0, 4.6 + 0.22 * legend_rows), layout="constrained")
     colors = model_colors(models)
-    intervals = _known(table, "bleu_ci_lo", "bleu_ci_hi")
-    spread = _known(table, "bleu_min", "bleu_max", "n_runs") and bool((table["n_runs"] > 1).any())
+    spread = _known(table, "band_lo", "band_hi", "n_runs") and bool((table["n_runs"] > 1).any())
+    lo, hi = ("band_lo", "band_hi") if spread else ("bleu_ci_lo", "bleu_ci_hi")  # seeds: the band, else bootstrap
+    intervals = _known(table, lo, hi)
     width = float((table["bucket_hi"] - table["bucket_lo"]).min())
     step = min(0.8, 0.5 * width / len(models)) if intervals else 0.0  # side by side, so error bars do not overlap
     for i, model in enumerate(models):
@@ -69,10 +70,8 @@ def bleu_by_length_figure(
         centres = (rows["bucket_lo"] + rows["bucket_hi"]) / 2 + 0.5 + (i - (len(models) - 1) / 2) * step
         style = {"color": colors[model], "linestyle": "--" if model in dashed else "-"}
         ax.plot(centres, rows["bleu"], marker="o", label=legends.get(model, model), gid=model, **style)
-        if spread and (rows["n_runs"] > 1).any():
-            ax.fill_between(centres, rows["bleu_min"], rows["bleu_max"], color=colors[model], alpha=0.15, lw=0)
-        if intervals:
-            below, above = rows["bleu"] - rows["bleu_ci_lo"], rows["bleu_ci_hi"] - rows["bleu"]
+        if intervals and rows[lo].notna().any():
+            below, above = rows["bleu"] - rows[lo], rows[hi] - rows["bleu"]
             ax.errorbar(centres, rows["bleu"], yerr=[below, above], fmt="none", ecolor=colors[model], capsize=2, lw=0.9)
     for i, (label, points) in enumerate((paper_points or {}).items()):
         xs, ys = zip(*points)
@@ -83,7 +82,7 @@ def bleu_by_length_figure(
     ax.set_xlabel("Sentence length (source words)", fontsize=11)
     ax.set_ylabel("BLEU score (sacreBLEU, per length bucket)", fontsize=11)
     ax.set_title(title, fontsize=11)
-    highest = [table[c] for c in ("bleu", "bleu_ci_hi", "bleu_max") if c in table]
+    highest = [table[c] for c in ("bleu", hi) if c in table]
     ax.set_ylim(0, max(5.0, float(np.nanmax(pd.concat(highest))) * 1.08))
     ax.grid(alpha=0.3)
     key = _uncertainty_key(table, intervals, spread)
@@ -96,13 +95,12 @@ def _known(table: pd.DataFrame, *columns: str) -> bool:
 
 
 def _uncertainty_key(table: pd.DataFrame, intervals: bool, spread: bool) -> str | None:
-    """The legend's title: what the error bars and bands show."""
-    parts = ["error bars: 95 % bootstrap interval of the bucket's BLEU"] if intervals else []
-    if spread:
-        counts = sorted(set(table.loc[table["n_runs"] > 1, "n_runs"]))
-        seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-        parts.append(f"lines: mean over {seeds} seeds, bands: their min–max")
-    return "; ".join(parts) or None
+    """The legend's title: what the lines and error bars show."""
+    if not spread:
+        return "error bars: 95 % bootstrap interval of the bucket's BLEU" if intervals else None
+    counts = sorted(set(table.loc[table["n_runs"] > 1, "n_runs"]))
+    seeds = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return f"lines: mean over {seeds} seeds; error bars: where the mean of another {seeds} seeds falls (95 %)"
 
 
 def select_alignment_sentences(sources: Sequence[str], n: int, max_words: int = 40) -> list[int]:

@@ -22,6 +22,7 @@ from attnrepro.evaluation import captions as cap
 from attnrepro.evaluation.aggregate import aggregate_runs, bleu_by_length_aggregate
 from attnrepro.evaluation.papers import paper_numbers, paper_row, paper_value, short_source
 from attnrepro.evaluation.render import View, spread_text, write_table
+from attnrepro.evaluation.reproduce import band_table
 from attnrepro.evaluation.runs import RunCheckpoint, read_bleu, read_bleu_by_length, read_checkpoint, read_train_log
 
 FLOPS_NOTE = (
@@ -187,10 +188,18 @@ def table2_view(table: pd.DataFrame) -> View:
     return view | {"paper_train_flops": ("training FLOPs, paper", "{:.1e}")}
 
 
+def bucket_cell(row: pd.Series) -> str:
+    """A bucket's BLEU as text: with seeds, the mean and the reproduction band "93.12 [88.40, 97.84]"; one run,
+    its score and 95 % bootstrap interval (render.spread_text)."""
+    if row.get("n_runs", 1) > 1 and pd.notna(row.get("band_lo")):
+        return f"{row['bleu']:.2f} [{row['band_lo']:.2f}, {row['band_hi']:.2f}]"
+    return spread_text(row)
+
+
 def bleu_by_length_wide(table: pd.DataFrame) -> pd.DataFrame:
-    """Buckets as rows ("1–10", ...), one column per model under its label: the bucket's BLEU as text, with
-    the spread over seeds and the 95 % interval where known (render.spread_text)."""
-    cells = table.assign(cell=[spread_text(row) for _, row in table.iterrows()])
+    """Buckets as rows ("1–10", ...), one column per model under its label: the bucket's BLEU as text
+    (`bucket_cell`)."""
+    cells = table.assign(cell=[bucket_cell(row) for _, row in table.iterrows()])
     wide = cells.pivot_table(
         index=["bucket_lo", "bucket_hi"], columns="model", values="cell", aggfunc="first", sort=False
     )
@@ -226,11 +235,20 @@ def table_notes(cfg: Config, table: str, papers: dict[str, Any] | None = None) -
     return note
 
 
+BAND_NOTE = (
+    "A model trained once per seed: the mean over its runs, [lo, hi] the reproduction band, where the mean of "
+    "another set of as many seeds (or the same seeds on another machine) falls with 95 % probability: "
+    "mean ± t(0.975; n-1) · s · √(2/n) over the n runs. tables/bleu_by_length_band.csv adds the runs' min–max and "
+    "their mean 95 % bootstrap interval (the test set's own uncertainty); tables/bleu_by_length.csv has every run."
+)
+
+
 def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
     """What the BLEU-by-length cells are."""
     unit = f" (length unit: {length_unit})" if length_unit else ""
     note = f"sacreBLEU of each (lo, hi] bucket of source sentence length{unit}; the numbers behind Fig. 2."
-    note += f" {SEEDS_NOTE}" if has_seeds(table) else ""
+    if has_seeds(table):
+        return f"{note} {BAND_NOTE}"
     return note + (f" {CI_NOTE}" if table["bleu_ci_lo"].notna().any() else "")
 
 
@@ -261,5 +279,6 @@ def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> No
     note = by_length_note(by_length, next(iter(scores.values())).get("length_unit"))
     title = f"BLEU by source sentence length, {cfg.dataset} test set"
     write_table(wide, tables / "bleu_by_length", title, note, {c: (c, "{}") for c in wide.columns}, long_form=runs)
+    band_table(by_length).to_csv(tables / "bleu_by_length_band.csv", index=False)
     findings = cap.bleu_by_length_findings(by_length, {m: label for m, label in zip(by_length.model, by_length.label)})
     (captions / "bleu_by_length_table.rst").write_text(cap.table_caption(note, findings), encoding="utf-8")

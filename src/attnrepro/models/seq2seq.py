@@ -4,7 +4,10 @@ Neural Networks" (arXiv 1409.3215), §2-§3.4.
 A deep LSTM reads the source *reversed* (§3.3: "we reversed the order of the words of the
 source sentence but not the target sentence"), and a second deep LSTM, started from the
 encoder's final (h, c) of every layer, predicts the target with a softmax over its top
-layer (§2, eq. 1). Parameters are drawn uniformly from [-0.08, 0.08] (§3.4). Like
+layer (§2, eq. 1). `init: paper` draws every parameter uniformly from [-0.08, 0.08] (§3.4), the
+scale made for the paper's SGD at lr 0.7; `init: pytorch` keeps PyTorch's initialisation (N(0, 1)
+embeddings), for Adam: with embeddings of ±0.08 the decoder's first state barely depends on the
+source, and Adam's small steps leave the model near that start (docs/measurements.md). Like
 RNNencdec, the source reaches the decoder only through the final state.
 """
 
@@ -36,6 +39,7 @@ class Seq2Seq(Seq2SeqModel):
         dropout: float = 0.0,
         init_range: float = 0.08,
         reverse_source: bool = True,
+        init: str = "paper",
     ):
         super().__init__()
         self.reverse_source = reverse_source
@@ -45,8 +49,9 @@ class Seq2Seq(Seq2SeqModel):
         self.decoder = nn.LSTM(emb, hidden, layers, batch_first=True, dropout=dropout)
         self.out = nn.Linear(hidden, tgt_vocab)  # softmax over the top layer, eq. (1)
         self.dropout = nn.Dropout(dropout)
-        for p in self.parameters():
-            nn.init.uniform_(p, -init_range, init_range)  # §3.4: uniform in [-0.08, 0.08]
+        if init == "paper":
+            for p in self.parameters():
+                nn.init.uniform_(p, -init_range, init_range)  # §3.4: uniform in [-0.08, 0.08]
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         if self.reverse_source:

@@ -65,7 +65,7 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
-from attnrepro.training.pairs import describe_filter, filter_pairs, scorable_pairs
+from attnrepro.training.pairs import describe_filter, filter_pairs, validation_pairs
 from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.state import Cadence, TrainState
 from attnrepro.training.validation import loss_fn, valid_loss
@@ -162,9 +162,9 @@ class Trainer:
 
         self.corpus = Corpus.load(train_path)
         self.valid = Corpus.load(valid_path)
-        self.valid_pairs, valid_note = scorable_pairs(self.valid, valid_path)
-        if valid_note and ranks.is_main:
-            print(valid_note, flush=True)
+        self.valid_pairs, valid_notes = validation_pairs(self.valid, valid_path, self.tc)
+        for note in valid_notes if ranks.is_main else ():
+            print(f"{mc.name}: {note}", flush=True)
         self.kept, kept_record = filter_pairs(self.corpus, self.tc)
         if ranks.is_main:
             print(f"{mc.name}: {describe_filter(kept_record)}", flush=True)
@@ -274,7 +274,7 @@ class Trainer:
     def run_update(self, update: list[np.ndarray], updates_per_epoch: int, stop: dict[str, bool]) -> tuple[float, int]:
         """One optimizer step over the update's batches, this rank's share of them; returns (lr, stop votes)."""
         started, ranks, corpus = time.perf_counter(), self.ranks, self.corpus
-        lr = lr_at(self.tc, self.state.step, self.d_model, updates_per_epoch)
+        lr = lr_at(self.tc, self.state.step, self.d_model, updates_per_epoch) * self.state.early.lr_scale
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         n_tgt = sum(int(corpus.tgt_lens[b].sum()) + len(b) for b in update)  # + </s> per sentence
@@ -324,7 +324,7 @@ class Trainer:
                 found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
         (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
         early = self.state.early
-        early.record(loss, step, self.tc.min_delta, self.tc.patience)
+        early.record(loss, step, self.tc.min_delta, self.tc.patience, self.tc.plateau_decay)
         if main and self.tc.patience > 0 and early.best_step == step:
             atomic_save({"model": self.model.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
         return found

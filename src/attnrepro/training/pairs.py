@@ -56,3 +56,19 @@ def scorable_pairs(corpus: Corpus, path: Path) -> tuple[np.ndarray, str]:
         return kept, ""
     lines = ", ".join(str(i + 1) for i in empty[:10]) + (", ..." if len(empty) > 10 else "")
     return kept, f"{path}: {len(empty)} pair(s) with an empty source left out of valid_loss (lines {lines})"
+
+
+def validation_pairs(corpus: Corpus, path: Path, tc: TrainConfig) -> tuple[np.ndarray, list[str]]:
+    """The validation pairs `valid_loss` scores, and lines saying which were left out: those it cannot score
+    (`scorable_pairs`) and, with `train.valid_length_filter`, those beyond the model's training lengths."""
+    kept, note = scorable_pairs(corpus, path)
+    notes = [note] if note else []
+    if tc.valid_length_filter:
+        within = (corpus.src_lens[kept] <= tc.max_src_len) & (corpus.tgt_lens[kept] <= tc.max_tgt_len)
+        if not within.any():
+            raise DataError(f"{path}: no validation pair within max_src_len {tc.max_src_len} / max_tgt_len "
+                            f"{tc.max_tgt_len} (train.valid_length_filter)")  # fmt: skip
+        kept = kept[within]
+        notes.append(f"validating on the {len(kept)} of {len(corpus)} validation pairs within {tc.max_src_len} source"
+                     f" / {tc.max_tgt_len} target tokens (train.valid_length_filter)")  # fmt: skip
+    return kept, notes
