@@ -198,7 +198,7 @@ def sentence_pair(
 
 
 def _per_bucket(rng: random.Random, lex: Lexicon, counts: list[int], cfg: SyntheticDataConfig, longest: int) -> Pairs:
-    """`counts[b]` pairs whose source length is uniform in bucket b, (b * width, (b + 1) * width] (at most `longest`)."""
+    """`counts[b]` pairs of source length uniform in bucket b, (b * width, (b + 1) * width], at most `longest`."""
     pairs = []
     for b, n in enumerate(counts):
         lo, hi = b * cfg.bucket_width + 1, min((b + 1) * cfg.bucket_width, longest)

@@ -50,7 +50,8 @@ def bleu_by_length_figure(
 
     table: rows model, bucket_lo, bucket_hi, bleu, and where known bleu_ci_lo/bleu_ci_hi (95 % bootstrap
     interval: error bars) and n_runs, band_lo/band_hi (a model trained once per seed: bleu is the mean over its
-    runs, and the error bars are its reproduction band instead); legends: model -> legend text (label and training length);
+    runs, and the error bars are its reproduction band instead); legends: model -> legend text (label and
+    training length);
     dashed: models drawn dashed; paper_points: legend text -> [[length, BLEU], ...] from paper_numbers.yaml,
     drawn as open markers. The legend sits below the axes and their label, never over them.
     """
