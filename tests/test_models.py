@@ -140,6 +140,21 @@ def test_paper_initialisation_of_rnnsearch():
     assert model.attention.U_a.weight.std() < 0.002
 
 
+def test_seq2seq_paper_initialisation_is_sutskevers_uniform_and_pytorch_keeps_unit_embeddings():
+    params = {"emb": 32, "hidden": 16, "layers": 2}
+    torch.manual_seed(0)
+    paper = build_model("seq2seq", 200, 200, params)  # Sutskever 3.4: every parameter in [-0.08, 0.08]
+    assert all(float(p.abs().max()) <= 0.08 for p in paper.parameters())
+    assert 0.04 < float(paper.src_embed.weight.std()) < 0.05  # uniform(-0.08, 0.08): std 0.08 / √3
+    torch.manual_seed(0)
+    pytorch = build_model("seq2seq", 200, 200, {**params, "init": "pytorch"})  # for Adam: N(0, 1) embeddings
+    assert (
+        0.9 < float(pytorch.src_embed.weight[1:].std()) < 1.1 and float(pytorch.src_embed.weight[PAD].abs().max()) == 0
+    )
+    bound = 1 / 16**0.5  # nn.LSTM's own U(-1/√hidden, 1/√hidden)
+    assert 0.9 * bound < float(pytorch.encoder.weight_hh_l0.abs().max()) <= bound
+
+
 def test_parameter_count_matches_hand_count():
     e, h, a, m, vs, vt = 8, 12, 10, 6, SRC_VOCAB, TGT_VOCAB
     model = build_model("rnnsearch", vs, vt, {"emb": e, "hidden": h, "align": a, "maxout": m})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from collections import Counter
@@ -45,6 +46,16 @@ def test_split_sizes_and_lengths():
     # The test set covers every 10-word bucket up to 80 with 100 sentences each.
     buckets = Counter((len(s) - 1) // 10 for s, _ in splits["test"])
     assert buckets == {b: 100 for b in range(8)}
+
+
+def test_per_bucket_validation_has_as_many_long_sentences_as_short_ones_and_leaves_the_rest_alone():
+    balanced = generate_splits(dataclasses.replace(CFG, n_valid=52, valid_lengths="per_bucket"))
+    buckets = Counter((len(s) - 1) // 10 for s, _ in balanced["valid"])
+    assert buckets == {0: 11, 1: 11, 2: 10, 3: 10, 4: 10}  # 52 over the 5 buckets up to max_train_len
+    assert max(len(s) for s, _ in balanced["valid"]) <= 50
+    drawn = generate_splits(CFG)  # like_train: P(L) ∝ 1/L, most sentences short
+    assert sum(len(s) <= 10 for s, _ in drawn["valid"]) > 2 * sum(len(s) > 40 for s, _ in drawn["valid"])
+    assert balanced["train"] == drawn["train"] and balanced["test"] == drawn["test"]  # only validation changes
 
 
 def test_a_few_hundred_words_a_side_every_one_seen_in_training():

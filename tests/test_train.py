@@ -385,6 +385,27 @@ def test_a_valid_pair_with_an_empty_source_is_left_out_and_named(tmp_path, capsy
     assert float(gap) == float(clean) > 0
 
 
+def test_valid_length_filter_validates_on_the_training_lengths_only(tmp_path, capsys):
+    """A -30 model's early stopping looks at the lengths it trains on, not at longer sentences."""
+    corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
+    long_pair = ([5] * 9, [8] * 9)
+    valid = _write_corpus(tmp_path / "valid.npz", [TWO_SENTENCES[0], long_pair, TWO_SENTENCES[1]])
+    tc = TrainConfig(optimizer="adam", lr=0.01, max_steps=2, max_src_len=5, valid_length_filter=True)
+    mc = ModelConfig("v", "rnnsearch", "v", TINY_RNNSEARCH, tc)
+    train(mc, corpus, valid, 20, 20, tmp_path / "filtered", progress=False)
+    assert "v: validating on the 2 of 3 validation pairs within 5 source / 5 target tokens" in capsys.readouterr().out
+    train(mc, corpus, corpus, 20, 20, tmp_path / "short", progress=False)  # the same pairs without the long one
+    unfiltered = dataclasses.replace(mc, train=dataclasses.replace(tc, valid_length_filter=False))
+    train(unfiltered, corpus, valid, 20, 20, tmp_path / "all", progress=False)
+    filtered, short, every = (
+        float(_log_rows(tmp_path / f"{run}/train_log.csv")[-1]["valid_loss"]) for run in ("filtered", "short", "all")
+    )
+    assert filtered == short != every
+    too_short = dataclasses.replace(mc, train=dataclasses.replace(tc, max_src_len=1, max_tgt_len=9))
+    with pytest.raises(DataError, match=f"{valid}: no validation pair within max_src_len 1 / max_tgt_len 9"):
+        train(too_short, valid, valid, 20, 20, tmp_path / "none", progress=False)
+
+
 @pytest.mark.parametrize("pairs", [[], [([], [5]), ([], [])]], ids=["empty_split", "only_empty_sources"])
 def test_a_valid_split_with_nothing_to_score_stops_before_training(tmp_path, pairs):
     """An empty valid split logged valid_loss 0.0, as if it were perfect."""
@@ -410,6 +431,33 @@ def test_the_plateau_rule_counts_from_the_last_real_improvement_and_keeps_the_lo
     for step in range(1, 10):
         never.record(3.0, step, min_delta=0.01, patience=0)  # patience 0: kept, never stops
     assert not never.stopped and never.best_step == 1
+
+
+def test_a_plateau_lowers_the_learning_rate_while_decays_remain_then_stops():
+    from attnrepro.training.state import EarlyStopping
+
+    early, scales = EarlyStopping(), []
+    losses = [3.0, 2.0, 2.0, 2.0, 1.9, 1.9, 1.9, 1.89, 1.89]  # plateaus at 2.0 and 1.9 (patience 2), then 1.89
+    for step, loss in enumerate(losses, start=1):
+        assert not early.stopped
+        early.record(loss, step, min_delta=0.01, patience=2, decay=0.5, decays=2)
+        scales.append(early.lr_scale)
+    assert scales == [1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25]  # each plateau: half the rate, the count anew
+    assert early.stopped and early.decays_done == 2 and (early.best_step, early.best_loss) == (8, 1.89)
+    restored = EarlyStopping.from_checkpoint(early.to_checkpoint())  # resume continues with the lowered rate
+    assert (restored.lr_scale, restored.decays_done) == (0.25, 2)
+    assert EarlyStopping.from_checkpoint({k: v for k, v in early.to_checkpoint().items()
+                                          if k not in ("lr_scale", "decays_done")}).lr_scale == 1.0  # fmt: skip
+
+
+def test_the_learning_rate_of_a_run_follows_its_plateaus(test_config, tiny_corpus, tmp_path):
+    """lr 1e-9 keeps the validation loss flat: plateaus after validations 1+2 and 1+2+2 (patience 2, every 3
+    updates) halve the rate twice, the third stops training."""
+    _run(test_config, tiny_corpus, tmp_path / "run", lr=1e-9, patience=2, valid_every=3, log_every=3, max_steps=300,
+         plateau_decay=0.5, plateau_decays=2)  # fmt: skip
+    rates = [(int(r["step"]), float(r["lr"])) for r in _log_rows(tmp_path / "run/train_log.csv")]
+    assert rates == [(3, 1e-9), (6, 1e-9), (9, 1e-9), (12, 5e-10), (15, 5e-10), (18, 2.5e-10), (21, 2.5e-10)]
+    assert load_checkpoint(tmp_path / "run/checkpoint.pt")["stopped_at"] == 21
 
 
 def test_a_constant_validation_loss_stops_after_patience_validations(test_config, tiny_corpus, tmp_path):

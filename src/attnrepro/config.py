@@ -143,7 +143,8 @@ class TrainConfig:
     checkpoint_every: int = 500
     patience: int = 0  # validations without a relative gain of min_delta before stopping; 0 = run to max_steps
     min_delta: float = 0.01
-    plateau_decay: float = 1.0  # the learning rate's factor after each validation without that gain; 1 = none
+    plateau_decay: float = 0.5  # on a plateau, the learning rate's factor instead of stopping ...
+    plateau_decays: int = 0  # ... this many times (0: stop at the first plateau)
     valid_length_filter: bool = False  # validate on the pairs within max_src_len / max_tgt_len only
     update_tokens: int = 0
     device: str = "auto"

@@ -324,7 +324,7 @@ class Trainer:
                 found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
         (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
         early = self.state.early
-        early.record(loss, step, self.tc.min_delta, self.tc.patience, self.tc.plateau_decay)
+        early.record(loss, step, self.tc.min_delta, self.tc.patience, self.tc.plateau_decay, self.tc.plateau_decays)
         if main and self.tc.patience > 0 and early.best_step == step:
             atomic_save({"model": self.model.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
         return found

@@ -75,9 +75,10 @@ class EarlyStopping:
 
     A validation improves when its loss is below the reference by at least `min_delta` of the
     reference; the reference is the loss of the last such validation (as PyTorch's
-    ReduceLROnPlateau and Keras' EarlyStopping count). Training stops after `patience`
-    validations in a row without one; each of them multiplies `lr_scale` (the factor on the
-    learning rate's schedule) by `decay`. Losses are compared as logged (5 decimals).
+    ReduceLROnPlateau and Keras' EarlyStopping count). After `patience` validations in a row
+    without one, the plateau is ended by a lower learning rate while `decays` remain (`lr_scale`,
+    the factor on the schedule, is multiplied by `decay` and the count starts again), else
+    training stops. Losses are compared as logged (5 decimals).
     """
 
     last_loss: float = math.inf  # of the last validation
@@ -86,9 +87,12 @@ class EarlyStopping:
     reference: float = math.inf
     without_improvement: int = 0
     stopped: bool = False  # on a plateau (else training ran to max_steps)
-    lr_scale: float = 1.0  # train.plateau_decay to the power of the validations without a gain so far
+    decays_done: int = 0  # plateaus ended by a lower learning rate
+    lr_scale: float = 1.0  # decay ** decays_done
 
-    def record(self, loss: float, step: int, min_delta: float, patience: int, decay: float = 1.0) -> None:
+    def record(
+        self, loss: float, step: int, min_delta: float, patience: int, decay: float = 1.0, decays: int = 0
+    ) -> None:
         """Count a validation; with patience 0 the record is kept but never stops training."""
         self.last_loss = loss
         if loss < self.best_loss:
@@ -97,8 +101,11 @@ class EarlyStopping:
             self.reference, self.without_improvement = loss, 0
         else:
             self.without_improvement += 1
-            self.lr_scale *= decay
-        self.stopped = 0 < patience <= self.without_improvement
+        plateau = 0 < patience <= self.without_improvement
+        if plateau and self.decays_done < decays:  # a lower learning rate instead of the stop
+            self.decays_done, self.lr_scale, self.without_improvement = self.decays_done + 1, self.lr_scale * decay, 0
+            plateau = False
+        self.stopped = plateau
 
     def to_checkpoint(self) -> dict[str, Any]:
         return asdict(self)
