@@ -1,9 +1,10 @@
-"""config/multi30k_en_de.yaml end to end through Snakemake on a slice of the real Multi30k files: the first
-2 000 / 200 / 200 lines of train / val / test_2016_flickr, gzipped into a mirror folder (data.wmt.mirror)
-with their own sizes and checksums, nothing served over the network; the word-vocabulary RNNsearch and the
-sentencepiece Transformer, small, a few hundred updates. What a real run must have: sacreBLEU signatures and
-intervals, detokenised plain-text hypotheses, UNK written as one token on the word path with its No UNK
-subset, and the 5-word BLEU-by-length table."""
+"""config/multi30k_en_de.yaml end to end through Snakemake on a slice of the real Multi30k files: the first 2 000
+/ 200 / 200 lines of train / val / test_2016_flickr, gzipped into a mirror folder (data.wmt.mirror) with their
+own sizes and checksums, nothing served over the network; the word-vocabulary RNNsearch and the sentencepiece
+Transformer, small, a few hundred updates. What a real run must have: sacreBLEU signatures and intervals, the
+Multi30k literature's lowercased tokenized BLEU beside the published systems, detokenised plain-text
+hypotheses, UNK written as one token on the word path with its No UNK subset, and the 5-word BLEU-by-length
+table."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from wmt_miniature import real_data
 
 from attnrepro.data.batching import Corpus
 from attnrepro.evaluation.no_unk import NO_UNK_BANNED
+from attnrepro.evaluation.scoring import lc_tok_bleu
 
 from conftest import REPO, snakemake
 
@@ -98,6 +100,26 @@ def test_each_model_learned_and_is_scored_with_signature_and_interval(finished_r
         log = list(csv.DictReader(open(finished_run / model / "train_log.csv")))
         losses = [float(r["valid_loss"]) for r in log if r["valid_loss"]]
         assert len(losses) >= 2 and losses[-1] < losses[0]  # it learned something from real text
+
+
+def test_bleu_json_and_table1_carry_the_multi30k_literature_s_scoring(finished_run):
+    """bleu_lc_tok (the config's evaluate.bleu_lc_tok) with interval and signature, and Table 1 with the
+    published text-only systems beside it."""
+    references = (finished_run / "data/test.tgt").read_text(encoding="utf-8").splitlines()
+    for model in ("rnnsearch", "transformer"):
+        bleu = json.loads((finished_run / model / "bleu.json").read_text())
+        hyps = (finished_run / model / "hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert bleu["bleu_lc_tok"] == round(lc_tok_bleu(hyps, references, "de")[0], 2)
+        lo, hi = bleu["bleu_lc_tok_ci"]
+        assert lo <= bleu["bleu_lc_tok"] <= hi and hi - lo > 0
+        assert bleu["signature_lc_tok"].startswith("pretok:lc.norm.tok-de-moses-3a0631a-sacremoses-")
+    table = {r["model"]: r for r in csv.DictReader(open(finished_run / "tables/table1.csv", encoding="utf-8"))}
+    assert (table["transformer"]["published"], table["rnnsearch"]["published"]) == ("41.02", "≈ 36.5–38.0")
+    assert (
+        float(table["transformer"]["all_lc_tok"])
+        == json.loads((finished_run / "transformer/bleu.json").read_text())["bleu_lc_tok"]
+    )
+    assert "| published (lc. tok.) |" in (finished_run / "tables/table1.md").read_text(encoding="utf-8")
 
 
 def test_hypotheses_are_detokenised_plain_text(finished_run):
