@@ -246,7 +246,7 @@ def test_table1_of_multi30k_puts_the_published_system_beside_our_lc_tok_bleu():
     assert shown.loc["Transformer", columns].tolist() == ["23.30", "[22.00, 24.50]", "41.02", "Wu et al. 2021"]
     assert shown.loc["RNNencdec", "published (lc. tok.)"] == "" and shown.loc["RNNencdec", "published by"] == ""
     note = table_notes(cfg, "table1")
-    assert "Published: text-only systems on Multi30k test_2016_flickr" in note and "lc.norm.tok" in note
+    assert "Published: systems on Multi30k test_2016_flickr" in note and "lc.norm.tok" in note
     assert "Wu et al. 2021: Wu, Kong, Bi, Li, Kao 2021 (ACL)" in note and "approximate range" in note
     finding = next(f for f in captions.table1_findings(table) if f.startswith("Transformer:"))
     assert finding.endswith("; lowercased tokenized BLEU 23.30 [22.00, 24.50] (published 41.02, Wu et al. 2021).")

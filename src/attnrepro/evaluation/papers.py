@@ -59,15 +59,15 @@ class Published:
 
 
 def multi30k_pair(cfg: Config, papers: dict[str, Any] | None = None) -> str | None:
-    """ "en_de" or "en_fr" on a run of a Multi30k dataset that paper_numbers.yaml's multi30k_published names;
-    None on every other dataset (the embedded corpus, WMT'14)."""
+    """The language pair ("en_de" or "en_fr") of a run of a Multi30k dataset that paper_numbers.yaml's
+    multi30k_published names; None on every other dataset (the embedded corpus, WMT'14)."""
     papers = paper_numbers() if papers is None else papers
     pairs = {dataset: pair for pair, dataset in papers["multi30k_published"]["datasets"].items()}
     return pairs.get(cfg.dataset)
 
 
 def published_multi30k(cfg: Config, model: ModelConfig, papers: dict[str, Any] | None = None) -> Published | None:
-    """The published text-only system of `model`'s kind on this Multi30k pair (lowercased tokenized BLEU on
+    """The published system of `model`'s kind on this Multi30k pair (lowercased tokenized BLEU on
     test_2016_flickr); None off Multi30k, for a model no row lists, or where docs/papers.md has no number."""
     papers = paper_numbers() if papers is None else papers
     pair = multi30k_pair(cfg, papers)

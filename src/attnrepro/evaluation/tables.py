@@ -2,7 +2,7 @@
 
 - Bahdanau et al. 2014, Table 1: BLEU on all test sentences and on those without an unknown
   word ("No UNK"), one row per configured model, the paper's value beside ours; on Multi30k also our
-  lowercased tokenized BLEU (bleu_lc_tok) and the published text-only system of the model's kind, scored
+  lowercased tokenized BLEU (bleu_lc_tok) and the published system of the model's kind, scored
   the same way (paper_numbers.yaml's multi30k_published).
 - Vaswani et al. 2017, Table 2: BLEU and training FLOPs, one row per configured model; ours are
   estimated as 6 x parameters x tokens seen (see `training_flops`), the paper's from GPU time.
@@ -260,7 +260,7 @@ def multi30k_note(papers: dict[str, Any]) -> str:
     spec = papers["multi30k_published"]
     sources = "; ".join(f"{row['short']}: {row['source']}" for row in spec["rows"].values())
     return (
-        f"Published: text-only systems on {spec['test_set']} ({sources}; full citations in docs/papers.md). "
+        f"Published: systems on {spec['test_set']} ({sources}; full citations in docs/papers.md). "
         "lc. tok.: ours scored the same way (bleu_lc_tok: hypothesis and reference lowercased, "
         "punctuation-normalised and Moses-tokenized as the Multi30k repository's scripts/task1-tokenize.sh made "
         "its lc.norm.tok files, then multi-bleu.perl's BLEU; signature in bleu.json), the only column of ours to "
