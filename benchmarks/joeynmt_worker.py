@@ -7,6 +7,13 @@ Then loads the last checkpoint as `joeynmt test` does and times `joeynmt.predict
 on the test set (beam search, the config's `testing:` section) `--repeats` times after one
 warm-up batch of validation sentences. Prints one JSON object on its last line of stdout.
 
+`--patience N` (vs_joeynmt.py --plateau): Joey NMT 2.3 stops only at its update cap or when a plateau
+*schedule* has cut the learning rate below `learning_rate_min`; this worker stops it after N validations
+in a row without a relative gain of `--min-delta` in the validation loss Joey reports (ln of its
+perplexity), attnrepro's `train.patience` rule (attnrepro.training.state.EarlyStopping, restated here:
+this process never imports attnrepro). `--checkpoint best` decodes with Joey's own best.ckpt (the lowest
+validation loss, its `early_stopping_metric`).
+
     .venv-joeynmt/bin/python benchmarks/joeynmt_worker.py CONFIG --threads 2 --repeats 3 --hyp OUT
 """
 
@@ -14,14 +21,42 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 TOKENS_PER_SEC = re.compile(r"Step:\s+(\d+),.*Tokens per Sec:\s+([\d.]+)")
+PPL = re.compile(r"\bppl:\s+([\d.]+)")  # a line of Joey's validations.txt
+
+
+@dataclass
+class Plateau:
+    """attnrepro's early-stopping rule: a validation improves when its loss is at least `min_delta` (relative)
+    below the loss of the last validation that improved; training stops after `patience` validations in a
+    row without one (0: never)."""
+
+    patience: int
+    min_delta: float
+    reference: float = math.inf
+    without_improvement: int = 0
+    validations: int = 0
+    stopped_at: int | None = None  # the update after whose validation it stopped
+
+    def record(self, loss: float, step: int) -> bool:
+        """Count one validation; True when training should stop here."""
+        self.validations += 1
+        if loss < self.reference and loss <= self.reference * (1 - self.min_delta):
+            self.reference, self.without_improvement = loss, 0
+        else:
+            self.without_improvement += 1
+        if 0 < self.patience <= self.without_improvement and self.stopped_at is None:
+            self.stopped_at = step
+        return self.stopped_at is not None
 
 
 def main() -> None:
@@ -30,6 +65,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--hyp", required=True, help="write the test-set hypotheses here")
+    ap.add_argument("--patience", type=int, default=0, help="stop after N validations without a gain (0: never)")
+    ap.add_argument("--min-delta", type=float, default=0.01, help="the relative gain in validation loss that counts")
+    ap.add_argument("--checkpoint", choices=("latest", "best"), default="latest", help="the weights that decode")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -49,6 +87,18 @@ def main() -> None:
 
     TrainManager._train_step = counting_train_step
 
+    plateau, best = Plateau(args.patience, args.min_delta), {}
+    validate = TrainManager._validate
+
+    def validate_to_plateau(self, valid_data):
+        validate(self, valid_data)  # Joey's own: its scores, best.ckpt, validations.txt
+        best.update(step=self.stats.best_ckpt_iter)
+        ppl = PPL.search((self.model_dir / "validations.txt").read_text().splitlines()[-1])
+        if plateau.record(math.log(float(ppl.group(1))), self.stats.steps):
+            self.stats.is_max_update = True  # Joey's own way out of its loops, at the end of this update
+
+    TrainManager._validate = validate_to_plateau
+
     cfg = load_config(Path(args.config))
     model_dir = Path(cfg["model_dir"])
     make_model_dir(model_dir, overwrite=True)
@@ -63,7 +113,7 @@ def main() -> None:
     ]
 
     cfg = load_config(Path(args.config))
-    cfg["testing"]["load_model"] = str(model_dir / "latest.ckpt")
+    cfg["testing"]["load_model"] = str(model_dir / f"{args.checkpoint}.ckpt")
     test_args = parse_global_args(cfg, rank=0, mode="test")
     model, _, dev_data, test_data = prepare(test_args, rank=0, mode="test")
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -99,6 +149,9 @@ def main() -> None:
         "train_windows": windows,  # (update, tokens/s of the window ending there)
         "train_wall_s": train_wall_s,
         "updates": len(tgt_tokens),
+        "validations": plateau.validations,
+        "best_step": best.get("step") if args.checkpoint == "best" else len(tgt_tokens),  # the weights decoded
+        "stop_reason": "plateau" if plateau.stopped_at is not None else "max_steps",
         "tgt_tokens_per_update": sum(tgt_tokens) / max(len(tgt_tokens), 1),
         "decode_seconds": seconds,
         "n_test": len(hypotheses),

@@ -2,6 +2,7 @@
 
     python benchmarks/vs_joeynmt.py                     # the embedded synthetic corpus, ≈ 35 min on 2 cores
     python benchmarks/vs_joeynmt.py --corpus multi30k   # Multi30k En-De (real captions), ≈ 40 min; --help
+    python benchmarks/vs_joeynmt.py --corpus multi30k --plateau   # both to their plateau: hours (see below)
 
 1. Installs Joey NMT 2.3.0 into its own venv beside ours (`.venv-joeynmt`, git-ignored), with
    the same torch version as ours, so both toolkits run the same kernels. It stays out of the
@@ -39,8 +40,22 @@ most of an hour on the default 800; multi30k: all 1 000 sentences of test_2016_f
 sacreBLEU (13a) of each toolkit's final model on the test set, scored here the same way for both.
 Peak RSS: the worker process's ru_maxrss.
 
-Writes results/benchmarks/vs_joeynmt.{csv,md} (multi30k: vs_joeynmt_multi30k.{csv,md}) and, in the
-folder of the same name, the data, configs, logs and hypotheses.
+`--plateau`: instead of a fixed number of updates, each toolkit trains to the plateau of its own validation
+loss on the same validation split (multi30k: val, 1 014 captions), validated every `--valid-every` updates,
+stopped after `--patience` validations in a row without a relative gain of `--min-delta` (attnrepro's
+`train.patience` rule; Joey NMT 2.3 has no such stop of its own, so its worker applies the same rule to the
+validation loss Joey reports) or at the `--rnn-updates` / `--transformer-updates` cap; each decodes with its
+own checkpoint choice (ours: the lowest validation loss, checkpoint.pt; Joey's: best.ckpt by its
+`early_stopping_metric`, the validation loss). Ours trains through `attnrepro.training.loop.train`, the
+pipeline's own loop (validation, checkpoints and all). Reported besides speed: both scorings of the test set
+(sacreBLEU; on multi30k also lowercased tokenized BLEU as the Multi30k literature scores it, bleu_lc_tok),
+training wall time (validation and checkpoints included), updates trained and the step whose weights decode.
+Each toolkit validates its own way, and the wall time counts it: ours computes the validation loss; Joey
+also greedy-decodes the whole validation set every time (for metrics it is not asked for), which its
+Transformer, without a key/value cache, does slowly. Tokens/s leaves validation out in both.
+
+Writes results/benchmarks/vs_joeynmt.{csv,md} (multi30k: vs_joeynmt_multi30k.{csv,md}; with --plateau
+..._plateau.{csv,md}) and, in the folder of the same name, the data, configs, logs and hypotheses.
 """
 
 from __future__ import annotations
@@ -64,6 +79,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 JOEY_VERSION = "2.3.0"
 CSV_FIELDS = ["toolkit", "model", "train_tokens_per_s", "decode_sents_per_s", "bleu", "peak_rss_mb"]
+PLATEAU_FIELDS = ["bleu_lc_tok", "train_wall_s", "updates", "best_step", "stop_reason"]  # --plateau adds these
 TOOLKITS = ("joeynmt", "attnrepro")
 MODELS = ("rnn", "transformer")
 CORPORA = ("synthetic", "multi30k")
@@ -84,6 +100,12 @@ class Settings:
     seed: int = 1
     rnn_maxout: int = 0  # ours' deep-output width for the rnn (0: a linear readout)
     test_lines: int = 0  # multi30k: the first N test sentences only (0: all 1 000), for a quick check
+    plateau: bool = False  # train to the validation plateau; `updates` are then caps
+    valid_every: int = 250  # --plateau: updates between validations (both toolkits)
+    log_every: int = 50  # --plateau: updates between throughput log lines (both toolkits)
+    patience: int = 3  # --plateau: validations without a relative gain of min_delta before stopping
+    min_delta: float = 0.01
+    rnn_dropout: float = 0.0  # the rnn's dropout in both toolkits (Joey: encoder, decoder and hidden dropout)
 
     @property
     def rnn(self) -> dict:
@@ -102,11 +124,14 @@ CORPUS_DEFAULTS = {
     "synthetic": {},
     "multi30k": {"updates": {"rnn": 500, "transformer": 500}, "repeats": 2, "rnn_maxout": 256},
 }
+# --plateau: the caps of config/multi30k_*.yaml (6 000 updates); its validation every 250 updates, patience 3.
+PLATEAU_DEFAULTS = {"updates": {"rnn": 6000, "transformer": 6000}, "repeats": 2}
 
 
-def settings_for(corpus: str, **given) -> Settings:
-    """The corpus's defaults, then every `given` value that is not None."""
-    return Settings(corpus=corpus, **(CORPUS_DEFAULTS[corpus] | {k: v for k, v in given.items() if v is not None}))
+def settings_for(corpus: str, plateau: bool = False, **given) -> Settings:
+    """The corpus's defaults (then the plateau mode's), then every `given` value that is not None."""
+    defaults = CORPUS_DEFAULTS[corpus] | (PLATEAU_DEFAULTS if plateau else {})
+    return Settings(corpus=corpus, plateau=plateau, **(defaults | {k: v for k, v in given.items() if v is not None}))
 
 
 # --- where each model's data lives ---------------------------------------------------------------
@@ -120,6 +145,11 @@ class Paths:
     vocab: Path  # src.vocab, tgt.vocab
     npz: Path  # ours: the encoded training set
     ref: Path  # the test references BLEU is computed against
+
+    @property
+    def valid_npz(self) -> Path:
+        """Ours: the encoded validation set (--plateau)."""
+        return self.npz.with_name("valid.npz")
 
 
 def paths_for(work: Path, s: Settings, model: str) -> Paths:
@@ -141,13 +171,8 @@ TRANSFORMER_LR = {"factor": 0.3, "warmup": 250}  # peak lr = 0.3 * 256^-0.5 * 25
 
 def ours_model(model: str, s: Settings) -> tuple[str, dict]:
     if model == "rnn":
-        return "rnnsearch", {
-            "emb": s.rnn["emb"],
-            "hidden": s.rnn["hidden"],
-            "align": s.rnn["hidden"],
-            "maxout": s.rnn_maxout,
-            "init": "pytorch",
-        }
+        params = {"emb": s.rnn["emb"], "hidden": s.rnn["hidden"], "align": s.rnn["hidden"], "maxout": s.rnn_maxout}
+        return "rnnsearch", params | {"init": "pytorch"} | ({"dropout": s.rnn_dropout} if s.rnn_dropout else {})
     t = TRANSFORMER
     return "transformer", {
         "d_model": t["d_model"],
@@ -163,6 +188,9 @@ def ours_train_config(model: str, s: Settings):
     from attnrepro.config import TrainConfig
 
     common = {"batch_tokens": s.batch_tokens, "max_steps": s.updates[model], "seed": s.seed, "max_src_len": 10**6}
+    if s.plateau:  # attnrepro.training.loop's early stopping; checkpoints at validations, as the pipeline's
+        common |= {"patience": s.patience, "min_delta": s.min_delta, "valid_every": s.valid_every}
+        common |= {"checkpoint_every": s.valid_every, "log_every": s.log_every, "device": "cpu"}
     if model == "rnn":
         return TrainConfig(optimizer="adam", lr=s.rnn["lr"], eps=1e-8, schedule="constant", clip_norm=1.0, **common)
     return TrainConfig(
@@ -184,7 +212,8 @@ def joey_config(model: str, s: Settings, paths: Paths, model_dir: Path, joey_bat
     if s.corpus != "synthetic":  # our vocabulary files: the same entries for both toolkits
         vocab = {side: {"voc_file": str(paths.vocab / f"{side}.vocab")} for side in ("src", "tgt")}
     updates = s.updates[model]
-    log_every = max(updates // s.windows, 1)
+    log_every = s.log_every if s.plateau else max(updates // s.windows, 1)
+    validation_freq = s.valid_every if s.plateau else log_every * (updates // log_every + 1)  # else: never reached
     training = {
         "random_seed": s.seed,
         "optimizer": "adam",
@@ -194,7 +223,8 @@ def joey_config(model: str, s: Settings, paths: Paths, model_dir: Path, joey_bat
         "batch_multiplier": 1,
         "epochs": 1000,
         "updates": updates,
-        "validation_freq": log_every * (updates // log_every + 1),  # never reached: no validation
+        "validation_freq": validation_freq,
+        "early_stopping_metric": "loss",  # best.ckpt: the lowest validation loss, as ours (--plateau)
         "logging_freq": log_every,
         "model_dir": str(model_dir),
         "overwrite": True,
@@ -223,7 +253,7 @@ def joey_config(model: str, s: Settings, paths: Paths, model_dir: Path, joey_bat
                 "hidden_size": s.rnn["hidden"],
                 "bidirectional": True,
                 "num_layers": 1,
-                "dropout": 0.0,
+                "dropout": s.rnn_dropout,
             },
             "decoder": {
                 "type": "recurrent",
@@ -231,8 +261,8 @@ def joey_config(model: str, s: Settings, paths: Paths, model_dir: Path, joey_bat
                 "embeddings": emb,
                 "hidden_size": s.rnn["hidden"],
                 "num_layers": 1,
-                "dropout": 0.0,
-                "hidden_dropout": 0.0,
+                "dropout": s.rnn_dropout,
+                "hidden_dropout": s.rnn_dropout,
                 "attention": "bahdanau",
                 "init_hidden": "bridge",  # s_0 from the encoder, as Bahdanau's W_s
                 "input_feeding": True,  # the attention output re-enters the recurrence
@@ -411,6 +441,64 @@ def run_ours(model_name: str, paths: Paths, s: Settings, hyp_path: Path) -> dict
     }
 
 
+def run_ours_plateau(model_name: str, paths: Paths, s: Settings, hyp_path: Path, out_dir: Path) -> dict:
+    """--plateau: train with the pipeline's own loop (attnrepro.training.loop.train: early stopping on the
+    validation loss, checkpoints, log) from scratch in `out_dir`, then decode with its checkpoint.pt (the
+    weights of the lowest validation loss) as run_ours does."""
+    import shutil
+
+    import torch
+
+    from attnrepro.config import ModelConfig, SearchConfig
+    from attnrepro.data.tokenize import WordVocab
+    from attnrepro.decoding.search import translate_lines
+    from attnrepro.models import count_parameters
+    from attnrepro.training.checkpoint import build_from_checkpoint, load_checkpoint
+    from attnrepro.training.loop import train
+
+    torch.set_num_threads(s.threads)
+    src_tok, tgt_tok = WordVocab.load(paths.vocab / "src.vocab"), WordVocab.load(paths.vocab / "tgt.vocab")
+    arch, params = ours_model(model_name, s)
+    mc = ModelConfig(
+        name=model_name, arch=arch, label=model_name, params=params, train=ours_train_config(model_name, s)
+    )
+    shutil.rmtree(out_dir, ignore_errors=True)  # never resume an earlier run: its wall time would be lost
+    start = time.perf_counter()
+    ckpt_path = train(mc, paths.npz, paths.valid_npz, len(src_tok), len(tgt_tok), out_dir, s.threads, progress=False)
+    train_wall_s = time.perf_counter() - start
+    with open(out_dir / "train_log.csv", newline="") as f:
+        log = list(csv.DictReader(f))
+    windows = [(int(row["step"]), float(row["tokens_per_s"])) for row in log if row["tokens_per_s"]]
+    ckpt = load_checkpoint(ckpt_path)
+    model = build_from_checkpoint(ckpt).eval()
+
+    lines = (paths.data / "test.src").read_text(encoding="utf-8").splitlines()
+    sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
+    warm_up = (paths.data / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
+    translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
+    seconds = []
+    for _ in range(s.repeats):
+        start = time.perf_counter()
+        hypotheses = translate_lines(model, src_tok, tgt_tok, lines, sc)
+        seconds.append(time.perf_counter() - start)
+    hyp_path.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    tokens = [float(row["tgt_tokens"]) for row in log if row["tgt_tokens"]]
+    return {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "params": count_parameters(model),
+        "train_windows": windows,  # (step, target tokens/s of the updates since the previous row)
+        "train_wall_s": train_wall_s,  # validations and checkpoints included
+        "updates": int(ckpt["stopped_at"]),
+        "best_step": int(ckpt["step"]),
+        "stop_reason": ckpt["stop_reason"],
+        "tgt_tokens_per_update": tokens[-1] / int(log[-1]["step"]) if tokens else float("nan"),
+        "decode_seconds": seconds,
+        "n_test": len(hypotheses),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 # --- orchestration ------------------------------------------------------------------------------
 
 
@@ -440,10 +528,10 @@ def ensure_joey_venv(venv: Path) -> Path:
     return python
 
 
-def prepare_data(work: Path, s: Settings, dag_configs: list[Path]) -> dict:
+def prepare_data(work: Path, s: Settings, dag_configs: list[Path], dag: Path | None = None) -> dict:
     """The corpus as whitespace-token text for both toolkits, our vocabularies and encoding; its settings."""
     if s.corpus == "multi30k":
-        return prepare_multi30k(work, s, dag_configs)
+        return prepare_multi30k(work, s, dag_configs, dag or MULTI30K["results"])
     return prepare_synthetic(work, s)
 
 
@@ -455,7 +543,7 @@ def prepare_synthetic(work: Path, s: Settings) -> dict:
 
     cfg = SyntheticDataConfig(seed=s.seed, n_train=s.n_train, test_per_bucket=s.test_per_bucket)
     stamp = work / "data" / "settings.json"
-    if not stamp.exists() or json.loads(stamp.read_text()) != asdict(cfg):
+    if not (stamp.exists() and (work / "valid.npz").exists()) or json.loads(stamp.read_text()) != asdict(cfg):
         write_splits(cfg, work / "data")
         (work / "vocab").mkdir(parents=True, exist_ok=True)
         for side in ("src", "tgt"):  # every training word: the whole synthetic vocabulary, as Joey's
@@ -463,6 +551,7 @@ def prepare_synthetic(work: Path, s: Settings) -> dict:
                 WordVocab.build(f, vocab_size=10**6).save(work / "vocab" / f"{side}.vocab")
         src_tok, tgt_tok = (WordVocab.load(work / "vocab" / f"{side}.vocab") for side in ("src", "tgt"))
         encode_corpus(src_tok, tgt_tok, work / "data" / "train.src", work / "data" / "train.tgt", work / "train.npz")
+        encode_corpus(src_tok, tgt_tok, work / "data" / "valid.src", work / "data" / "valid.tgt", work / "valid.npz")
         stamp.write_text(json.dumps(asdict(cfg)))
     return asdict(cfg)
 
@@ -493,7 +582,8 @@ def prepare_multi30k(work: Path, s: Settings, dag_configs: list[Path], dag: Path
     stamp = work / "settings.json"
     settings = {"dag_config": str(dag / "config.yaml"), "tokenizers": MULTI30K_TOKENIZERS, "languages": cfg.languages}
     settings["test_lines"] = s.test_lines
-    if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(settings)):
+    encoded = all(paths_for(work, s, model).valid_npz.exists() for model in MULTI30K_TOKENIZERS)
+    if encoded and stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(settings)):
         return settings
     work.mkdir(parents=True, exist_ok=True)
     keep = slice(0, s.test_lines or None)
@@ -518,6 +608,7 @@ def prepare_multi30k(work: Path, s: Settings, dag_configs: list[Path], dag: Path
                 (paths.data / f"{split}.{side}").write_text(text, encoding="utf-8")
         src_vocab, tgt_vocab = (WordVocab.load(paths.vocab / f"{side}.vocab") for side in ("src", "tgt"))
         encode_corpus(src_vocab, tgt_vocab, paths.data / "train.src", paths.data / "train.tgt", paths.npz)
+        encode_corpus(src_vocab, tgt_vocab, paths.data / "valid.src", paths.data / "valid.tgt", paths.valid_npz)
     stamp.write_text(json.dumps(settings))
     return settings
 
@@ -562,7 +653,7 @@ def summarise(toolkit: str, model: str, result: dict, hyp: Path, ref: Path, s: S
     bleu = BLEU()
     score = bleu.corpus_score(hyps, [refs])
     result["bleu_signature"] = str(bleu.get_signature())
-    return {
+    row = {
         "toolkit": toolkit,
         "model": model,
         "train_tokens_per_s": round(statistics.median(rates[1:]), 1),  # first window: warm-up
@@ -570,32 +661,44 @@ def summarise(toolkit: str, model: str, result: dict, hyp: Path, ref: Path, s: S
         "bleu": round(score.score, 2),
         "peak_rss_mb": round(result["peak_rss_mb"], 1),
     }
+    if not s.plateau:
+        return row
+    lc_tok = None
+    if s.corpus == "multi30k":  # the Multi30k literature's scoring (attnrepro.evaluation.scoring.lc_norm_tok)
+        from attnrepro.evaluation.scoring import lc_tok_bleu
+
+        lc_tok, result["bleu_lc_tok_signature"] = lc_tok_bleu(hyps, refs, lang)
+    return row | {
+        "bleu_lc_tok": None if lc_tok is None else round(lc_tok, 2),
+        "train_wall_s": round(result["train_wall_s"], 1),
+        "updates": result["updates"],
+        "best_step": result["best_step"],
+        "stop_reason": result["stop_reason"],
+    }
 
 
 def write_tables(rows: list[dict], details: dict, out: Path) -> None:
+    plateau = details["settings"].get("plateau", False)
+    fields = CSV_FIELDS + (PLATEAU_FIELDS if plateau else [])
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, CSV_FIELDS)
+        writer = csv.DictWriter(f, fields)
         writer.writeheader()
         writer.writerows(rows)
-    md = ["| " + " | ".join(CSV_FIELDS) + " |", "|" + "---|" * len(CSV_FIELDS)]
-    md += ["| " + " | ".join(str(r[k]) for k in CSV_FIELDS) + " |" for r in rows]
-    md += ["", "| model | train speed-up | decode speed-up | BLEU ours - Joey |", "|---|---|---|---|"]
-    by = {(r["toolkit"], r["model"]): r for r in rows}
-    for model in dict.fromkeys(r["model"] for r in rows):
-        ours, joey = by.get(("attnrepro", model)), by.get(("joeynmt", model))
-        if ours and joey:
-            md.append(
-                f"| {model} | {ours['train_tokens_per_s'] / joey['train_tokens_per_s']:.2f}x"
-                f" | {ours['decode_sents_per_s'] / joey['decode_sents_per_s']:.2f}x"
-                f" | {ours['bleu'] - joey['bleu']:+.2f} |"
-            )
+    md = ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
+    md += ["| " + " | ".join("" if r[k] is None else str(r[k]) for k in fields) + " |" for r in rows]
+    md += comparison_lines(rows, plateau)
     md += ["", "| toolkit | model | params | updates | target tokens/update | train tok/s per window | "
            "decode s per pass | load avg (before, after) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for (toolkit, model), r in details["runs"].items():
+        rates = [rate for _, rate in r["train_windows"]]
         md.append(
             f"| {toolkit} | {model} | {r['params']:,} | {r['updates']} | {r['tgt_tokens_per_update']:.0f} | "
-            + ", ".join(f"{rate:.0f}" for _, rate in r["train_windows"])
+            + (
+                f"{statistics.median(rates[1:]):.0f} ({min(rates[1:]):.0f}–{max(rates[1:]):.0f}) of {len(rates)}"
+                if plateau  # a window every log_every updates: the median (min–max) of all but the first
+                else ", ".join(f"{rate:.0f}" for rate in rates)
+            )
             + " | "
             + ", ".join(f"{t:.1f}" for t in r["decode_seconds"])
             + f" | {r['load_avg'][0]:.2f}, {r['load_avg'][1]:.2f} |"
@@ -608,7 +711,46 @@ def write_tables(rows: list[dict], details: dict, out: Path) -> None:
     signatures = sorted({r["bleu_signature"] for r in details["runs"].values() if "bleu_signature" in r})
     md += ["", f"Corpus: {details['settings']['corpus']}. BLEU: sacreBLEU `{'`, `'.join(signatures)}` of the "
            "detokenised hypotheses against the raw references, the same for both toolkits."]  # fmt: skip
+    lc_tok = sorted({r["bleu_lc_tok_signature"] for r in details["runs"].values() if "bleu_lc_tok_signature" in r})
+    if lc_tok:
+        md[-1] += (
+            f" lc. tok. BLEU: `{'`, `'.join(lc_tok)}`, both sides lowercased, punctuation-normalised and"
+            " Moses-tokenized as the Multi30k repository's lc.norm.tok files (docs/papers.md)."
+        )
+    if plateau:
+        md[-1] += (
+            " Each toolkit trained to the plateau of its validation loss (validation every "
+            f"{details['settings']['valid_every']} updates, stopped after {details['settings']['patience']} "
+            f"validations without a {details['settings']['min_delta']:.0%} relative gain, or at the cap) and "
+            "decoded with its own choice of checkpoint (the lowest validation loss); training wall time "
+            "includes validations and checkpoints, tokens/s does not."
+        )
     out.with_suffix(".md").write_text("\n".join(md) + "\n")
+
+
+def comparison_lines(rows: list[dict], plateau: bool) -> list[str]:
+    """Markdown: ours against Joey per model, speed-ups and BLEU differences (--plateau: both scorings and
+    the training wall-time ratio)."""
+    header = "| model | train speed-up | decode speed-up | BLEU ours - Joey |"
+    if plateau:
+        header += " lc. tok. BLEU ours - Joey | training wall time, Joey / ours |"
+    lines = ["", header, "|---" * (header.count("|") - 1) + "|"]
+    by = {(r["toolkit"], r["model"]): r for r in rows}
+    for model in dict.fromkeys(r["model"] for r in rows):
+        ours, joey = by.get(("attnrepro", model)), by.get(("joeynmt", model))
+        if not (ours and joey):
+            continue
+        line = (
+            f"| {model} | {ours['train_tokens_per_s'] / joey['train_tokens_per_s']:.2f}x"
+            f" | {ours['decode_sents_per_s'] / joey['decode_sents_per_s']:.2f}x"
+            f" | {ours['bleu'] - joey['bleu']:+.2f} |"
+        )
+        if plateau:
+            lc_tok = ours.get("bleu_lc_tok") is not None and joey.get("bleu_lc_tok") is not None
+            line += f" {ours['bleu_lc_tok'] - joey['bleu_lc_tok']:+.2f} |" if lc_tok else " |"
+            line += f" {joey['train_wall_s'] / ours['train_wall_s']:.2f}x |"
+        lines.append(line)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -617,6 +759,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, help="work folder (default results/benchmarks/vs_joeynmt[_CORPUS])")
     dag_help = "multi30k: configs Snakemake reads after config/multi30k_en_de.yaml (e.g. a mirror)"
     ap.add_argument("--dag-config", type=Path, nargs="*", default=[], help=dag_help)
+    ap.add_argument("--dag", type=Path, help="multi30k: a finished results folder to read instead (its data step)")
     ap.add_argument("--joey-venv", type=Path, default=ROOT / ".venv-joeynmt")
     ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     ap.add_argument("--toolkits", nargs="+", choices=TOOLKITS, default=list(TOOLKITS))
@@ -628,13 +771,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--test-per-bucket", type=int)
     ap.add_argument("--rnn-maxout", type=int)
     ap.add_argument("--test-lines", type=int)
+    ap.add_argument("--plateau", action="store_true", help="train both toolkits to their validation plateau")
+    ap.add_argument("--valid-every", type=int, help="--plateau: updates between validations (250)")
+    ap.add_argument("--log-every", type=int, help="--plateau: updates between throughput logs (50)")
+    ap.add_argument("--patience", type=int, help="--plateau: validations without a gain before stopping (3)")
+    ap.add_argument("--min-delta", type=float, help="--plateau: the relative gain that counts (0.01)")
+    ap.add_argument("--rnn-dropout", type=float, help="the rnn's dropout in both toolkits (0)")
     ap.add_argument("--worker", choices=MODELS, help=argparse.SUPPRESS)  # internal: our side of one model
     args = ap.parse_args(argv)
-    defaults = settings_for(args.corpus)
+    defaults = settings_for(args.corpus, args.plateau)
     updates = {"rnn": args.rnn_updates or defaults.updates["rnn"]}
     updates["transformer"] = args.transformer_updates or defaults.updates["transformer"]
     s = settings_for(
         args.corpus,
+        args.plateau,
+        valid_every=args.valid_every,
+        log_every=args.log_every,
+        patience=args.patience,
+        min_delta=args.min_delta,
+        rnn_dropout=args.rnn_dropout,
         threads=args.threads,
         updates=updates,
         repeats=args.repeats,
@@ -643,11 +798,14 @@ def main(argv: list[str] | None = None) -> None:
         rnn_maxout=args.rnn_maxout,
         test_lines=args.test_lines,
     )
-    name = "vs_joeynmt" if s.corpus == "synthetic" else f"vs_joeynmt_{s.corpus}"
+    name = ("vs_joeynmt" if s.corpus == "synthetic" else f"vs_joeynmt_{s.corpus}") + ("_plateau" if s.plateau else "")
     work = args.out or ROOT / "results" / "benchmarks" / name
     if args.worker:
-        hyp = work / "hyp" / f"attnrepro_{args.worker}.txt"
-        print(json.dumps(run_ours(args.worker, paths_for(work, s, args.worker), s, hyp)))
+        hyp, paths = work / "hyp" / f"attnrepro_{args.worker}.txt", paths_for(work, s, args.worker)
+        if s.plateau:
+            print(json.dumps(run_ours_plateau(args.worker, paths, s, hyp, work / "attnrepro" / args.worker)))
+        else:
+            print(json.dumps(run_ours(args.worker, paths, s, hyp)))
         return
 
     import torch
@@ -659,7 +817,7 @@ def main(argv: list[str] | None = None) -> None:
     for sub in ("hyp", "logs", "joeynmt"):
         (work / sub).mkdir(exist_ok=True)
     joey_python = ensure_joey_venv(args.joey_venv) if "joeynmt" in args.toolkits else None
-    data_cfg = prepare_data(work, s, args.dag_config)
+    data_cfg = prepare_data(work, s, args.dag_config, args.dag)
     tgt_lang = data_cfg.get("languages", ("", "en"))[1]
 
     rows, runs, joey_batch = [], {}, {}
@@ -678,14 +836,20 @@ def main(argv: list[str] | None = None) -> None:
                 cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
                 command = [str(joey_python), str(ROOT / "benchmarks" / "joeynmt_worker.py"), str(cfg_path)]
                 command += ["--threads", str(s.threads), "--repeats", str(s.repeats), "--hyp", str(hyp)]
+                if s.plateau:  # the same stopping rule as ours; Joey's own best.ckpt decodes
+                    command += ["--patience", str(s.patience), "--min-delta", str(s.min_delta), "--checkpoint", "best"]
             else:
                 command = [sys.executable, str(Path(__file__).resolve()), "--worker", model, "--out", str(work)]
                 command += ["--corpus", s.corpus, "--threads", str(s.threads), "--repeats", str(s.repeats)]
                 command += ["--rnn-updates", str(s.updates["rnn"]), "--transformer-updates"]
                 command += [str(s.updates["transformer"]), "--n-train", str(s.n_train)]
                 command += ["--test-per-bucket", str(s.test_per_bucket), "--rnn-maxout", str(s.rnn_maxout)]
-                command += ["--test-lines", str(s.test_lines)]
-            print(f"{toolkit} {model}: training {s.updates[model]} updates, then decoding ...", flush=True)
+                command += ["--test-lines", str(s.test_lines), "--rnn-dropout", str(s.rnn_dropout)]
+                if s.plateau:
+                    command += ["--plateau", "--valid-every", str(s.valid_every), "--log-every", str(s.log_every)]
+                    command += ["--patience", str(s.patience), "--min-delta", str(s.min_delta)]
+            how = f"to its plateau (at most {s.updates[model]} updates)" if s.plateau else f"{s.updates[model]} updates"
+            print(f"{toolkit} {model}: training {how}, then decoding ...", flush=True)
             result = run_worker(command, work / "logs" / f"{toolkit}_{model}.log")
             runs[(toolkit, model)] = result
             rows.append(summarise(toolkit, model, result, hyp, paths.ref, s, tgt_lang))

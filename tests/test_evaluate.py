@@ -1,6 +1,7 @@
 """Scoring: our BLEU is sacreBLEU's (checked against its CLI), buckets follow Fig. 2, UNK is one token,
-German compounds are split as tensor2tensor did, the No UNK column comes from a search that bans UNK,
-and every score has a bootstrap interval equal to resampling the texts themselves."""
+German compounds are split as tensor2tensor did, the Multi30k literature's lowercased BLEU is scored on
+text byte-identical to the Multi30k repository's lc.norm.tok files, the No UNK column comes from a search
+that bans UNK, and every score has a bootstrap interval equal to resampling the texts themselves."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from wmt_miniature import real_data
 
 from attnrepro.cli import main
 from attnrepro.config import ConfigError, EvaluateConfig, SearchConfig, from_dict
@@ -32,6 +34,8 @@ from attnrepro.evaluation.scoring import (
     bleu_by_length,
     bucket_of,
     corpus_bleu,
+    lc_norm_tok,
+    lc_tok_bleu,
     moses_tokenize,
     score_files,
     sentence_stats,
@@ -208,6 +212,81 @@ def test_tokenized_bleu_is_zero_when_an_ngram_order_has_no_match():
     # multi-bleu.perl has no smoothing: no 4-gram match, BLEU 0 (sacreBLEU's default would smooth it).
     assert tokenized_bleu(["a b c x d e"], ["a b c y d e"], "en")[0] == 0.0
     assert corpus_bleu(["a b c x d e"], ["a b c y d e"])[0] > 0.0
+
+
+# Lowercased tokenized BLEU as the Multi30k literature scores it: multi-bleu.perl on lc.norm.tok text.
+M30K_HYPS = ["Zwei Männer spielen „Fußball“.", "Ein Hund läuft."]
+M30K_REFS = ['zwei Männer spielen "Fußball".', "Ein Hund rennt."]
+
+
+def test_lc_norm_tok_lowercases_normalises_punctuation_then_moses_tokenizes():
+    assert lc_norm_tok(M30K_HYPS, "de") == ["zwei männer spielen &quot; fußball &quot; .", "ein hund läuft ."]
+    assert lc_norm_tok(M30K_REFS, "de")[0] == "zwei männer spielen &quot; fußball &quot; ."
+    # The two lines of Multi30k where sacremoses' defaults and the 2017 scripts differ, as the repository's
+    # lc.norm.tok files have them (test_2016_flickr.fr line 694, val.fr line 861):
+    assert lc_norm_tok(['qui s\'appelle "32 De Neude."'], "fr") == ["qui s&apos; appelle &quot; 32 de neude &quot; ."]
+    assert lc_norm_tok(["Une femme jette un coup d’œil."], "fr") == ["une femme jette un coup d &quot; œil ."]
+    assert lc_norm_tok(["“Hi,” she said."], "en") == ["&quot; hi , &quot; she said ."]  # English keeps ," order
+
+
+def test_lc_tok_bleu_of_a_known_pair_is_the_hand_count():
+    # lc.norm.tok: "zwei männer spielen &quot; fußball &quot; ." on both sides (7 tokens), then
+    # "ein hund läuft ." against "ein hund rennt ." (4 tokens); 11 tokens each side, brevity penalty 1.
+    # Matches / totals: 1-grams 7 + 3 of 11; 2-grams 6 + 1 ("ein hund") of 9; 3-grams 5 + 0 of 7; 4-grams 4 of 5.
+    by_hand = 100 * math.exp((math.log(10 / 11) + math.log(7 / 9) + math.log(5 / 7) + math.log(4 / 5)) / 4)
+    bleu, signature = lc_tok_bleu(M30K_HYPS, M30K_REFS, "de")
+    assert bleu == pytest.approx(by_hand)
+    assert round(bleu, 2) == 79.73
+    assert signature.startswith("pretok:lc.norm.tok-de-moses-3a0631a-sacremoses-")
+    assert "|tok:none|smooth:none|" in signature
+    # The cased scorings count "Zwei"/"zwei" and „“/"" as different words: no 4-gram is left to multi-bleu
+    # (BLEU 0), sacreBLEU's smoothing keeps 15.98.
+    assert tokenized_bleu(M30K_HYPS, M30K_REFS, "de")[0] == 0.0
+    assert round(corpus_bleu(M30K_HYPS, M30K_REFS)[0], 2) == 15.98
+
+
+# sha256, lines and whitespace tokens of the Multi30k repository's lc.norm.tok files (github.com/multi30k/dataset,
+# data/task1/tok/, made by scripts/task1-tokenize.sh in January 2018); 12 103 is also the reference length
+# Wu et al. 2021's evaluation printed for its 41.02 (docs/papers.md).
+LC_NORM_TOK_FILES = {
+    ("test_2016_flickr", "de"): ("c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4", 1000, 12103),
+    ("test_2016_flickr", "fr"): ("1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836", 1000, 13988),
+    ("test_2016_flickr", "en"): ("5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2", 1000, 12968),
+    ("val", "fr"): ("b303e301aa21fe7822a846b2b3fb2d5a1121ec807cd5b1d006fb7b2b5507168a", 1014, 14381),
+}
+
+
+@pytest.mark.parametrize(("split", "lang"), list(LC_NORM_TOK_FILES))
+def test_lc_norm_tok_of_the_raw_multi30k_files_is_the_published_lc_norm_tok_file(split, lang):
+    import gzip
+    import hashlib
+
+    raw = gzip.decompress((real_data() / "multi30k" / f"{split}.{lang}.gz").read_bytes()).decode("utf-8")
+    text = "".join(line + "\n" for line in lc_norm_tok(raw.splitlines(), lang))
+    digest, lines, tokens = LC_NORM_TOK_FILES[split, lang]
+    assert (len(text.splitlines()), len(text.split())) == (lines, tokens)
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == digest  # byte for byte
+
+
+def test_bleu_json_has_lc_tok_bleu_only_where_the_config_asks(tmp_path):
+    p = write(tmp_path, src=["a b", "c d"], hyp=M30K_HYPS, ref=M30K_REFS)
+    plain, _ = score_files(p["src"], p["hyp"], p["ref"], EV, ("en", "de"))
+    assert not {k for k in plain if "lc_tok" in k}
+    ev = EvaluateConfig(bleu_lc_tok=True, bootstrap_resamples=200)
+    summary, _ = score_files(p["src"], p["hyp"], p["ref"], ev, ("en", "de"))
+    assert summary["bleu_lc_tok"] == 79.73 and summary["bleu"] == plain["bleu"]
+    lo, hi = summary["bleu_lc_tok_ci"]
+    assert lo <= 79.73 <= hi and hi - lo > 0  # resampling two sentences: 100 (twice the first) to 0
+    assert summary["signature_lc_tok"] == lc_tok_bleu(M30K_HYPS, M30K_REFS, "de")[1]
+    assert summary["procedure_lc_tok"].startswith("lowercase.perl | normalize-punctuation.perl -l de | tokenizer")
+    assert "bleu_lc_tok" in summary["labels"]
+    json.dumps(summary)
+
+
+def test_the_multi30k_configs_ask_for_lc_tok_bleu_and_no_other_does():
+    for name in ("multi30k_en_de.yaml", "multi30k_en_fr.yaml", "config.yaml", "wmt14_en_fr.yaml", "wmt14_en_de.yaml"):
+        raw = yaml.safe_load((REPO / "config" / name).read_text())
+        assert from_dict(raw).evaluate.bleu_lc_tok == name.startswith("multi30k"), name
 
 
 # Bootstrap intervals: sacreBLEU's resampling of sentence statistics.

@@ -1,9 +1,10 @@
-"""config/multi30k_en_de.yaml end to end through Snakemake on a slice of the real Multi30k files: the first
-2 000 / 200 / 200 lines of train / val / test_2016_flickr, gzipped into a mirror folder (data.wmt.mirror)
-with their own sizes and checksums, nothing served over the network; the word-vocabulary RNNsearch and the
-sentencepiece Transformer, small, a few hundred updates. What a real run must have: sacreBLEU signatures and
-intervals, detokenised plain-text hypotheses, UNK written as one token on the word path with its No UNK
-subset, and the 5-word BLEU-by-length table."""
+"""config/multi30k_en_de.yaml end to end through Snakemake on a slice of the real Multi30k files: the first 2 000
+/ 200 / 200 lines of train / val / test_2016_flickr, gzipped into a mirror folder (data.wmt.mirror) with their
+own sizes and checksums, nothing served over the network; the word-vocabulary RNNsearch and the sentencepiece
+Transformer, small, a few hundred updates. What a real run must have: sacreBLEU signatures and intervals, the
+Multi30k literature's lowercased tokenized BLEU beside the published systems, detokenised plain-text
+hypotheses, UNK written as one token on the word path with its No UNK subset, and the 5-word BLEU-by-length
+table."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from archive_server import ArchiveServer
 from sacremoses import MosesDetokenizer
@@ -26,6 +28,7 @@ from wmt_miniature import real_data
 
 from attnrepro.data.batching import Corpus
 from attnrepro.evaluation.no_unk import NO_UNK_BANNED
+from attnrepro.evaluation.scoring import corpus_bleu, lc_tok_bleu
 
 from conftest import REPO, snakemake
 
@@ -100,6 +103,27 @@ def test_each_model_learned_and_is_scored_with_signature_and_interval(finished_r
         assert len(losses) >= 2 and losses[-1] < losses[0]  # it learned something from real text
 
 
+def test_bleu_json_and_table1_carry_the_multi30k_literature_s_scoring(finished_run):
+    """bleu_lc_tok (the config's evaluate.bleu_lc_tok) with interval and signature, and Table 1 with the
+    published text-only systems beside it."""
+    references = (finished_run / "data/test.tgt").read_text(encoding="utf-8").splitlines()
+    for model in ("rnnsearch", "transformer"):
+        bleu = json.loads((finished_run / model / "bleu.json").read_text())
+        hyps = (finished_run / model / "hyp.txt").read_text(encoding="utf-8").splitlines()
+        assert bleu["bleu_lc_tok"] == round(lc_tok_bleu(hyps, references, "de")[0], 2)
+        lo, hi = bleu["bleu_lc_tok_ci"]
+        assert lo <= bleu["bleu_lc_tok"] <= hi and hi - lo > 0
+        assert bleu["signature_lc_tok"].startswith("pretok:lc.norm.tok-de-moses-3a0631a-sacremoses-")
+    table = {r["model"]: r for r in csv.DictReader(open(finished_run / "tables/table1.csv", encoding="utf-8"))}
+    assert (table["transformer"]["published"], table["rnnsearch"]["published"]) == ("41.02", "≈ 36.5–38.0")
+    assert (
+        float(table["transformer"]["all_lc_tok"])
+        == json.loads((finished_run / "transformer/bleu.json").read_text())["bleu_lc_tok"]
+    )
+    header = (finished_run / "tables/table1.md").read_text(encoding="utf-8").splitlines()[0]
+    assert [c.strip() for c in header.split("|")][-4:-1] == ["published (lc. tok.)", "published by", "paper row"]
+
+
 def test_hypotheses_are_detokenised_plain_text(finished_run):
     de = MosesDetokenizer("de")
     for model in ("rnnsearch", "transformer"):
@@ -136,14 +160,54 @@ def test_bleu_by_length_uses_five_word_buckets_of_moses_words(finished_run):
     assert (finished_run / "figures/bleu_by_length.png").stat().st_size > 10_000
 
 
-def test_the_joey_benchmark_reads_the_pipeline_s_own_tokens(finished_run, tmp_path, monkeypatch):
-    """benchmarks/vs_joeynmt.py --corpus multi30k writes whitespace tokens for both toolkits: read back
-    through its vocabulary files they must be the ids the pipeline encoded, and its detokenisation must
-    give back the raw references, or the comparison would be on another tokenisation than the table's."""
+def load_benchmark(monkeypatch):
     spec = importlib.util.spec_from_file_location("vs_joeynmt", REPO / "benchmarks/vs_joeynmt.py")
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "vs_joeynmt", bench)  # its dataclasses look their module up there
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_joey_benchmark_trains_both_toolkits_to_a_plateau_and_scores_both_ways(finished_run, tmp_path, monkeypatch):
+    """vs_joeynmt.py --plateau at a toy size (validation every 10 updates, patience 1, a 30-update cap): each
+    toolkit stops by the rule or the cap, decodes with the weights of its own best validation, and the reported
+    BLEU is sacreBLEU and lc.norm.tok BLEU of the detokenised output against the raw references. Joey NMT runs
+    where its venv (.venv-joeynmt, made by the benchmark) exists; ours always."""
+    bench = load_benchmark(monkeypatch)
+    joey = REPO / ".venv-joeynmt"
+    toolkits = ["attnrepro", *(["joeynmt"] if (joey / "bin" / "python").exists() else [])]
+    out = tmp_path / "vs"
+    args = ["--corpus", "multi30k", "--plateau", "--dag", str(finished_run), "--out", str(out), "--models", "rnn"]
+    args += ["--toolkits", *toolkits, "--joey-venv", str(joey), "--rnn-updates", "30", "--valid-every", "10"]
+    args += ["--log-every", "5", "--patience", "1", "--repeats", "1", "--threads", "1", "--test-lines", "20"]
+    bench.main(args)
+    rows = {r["toolkit"]: r for r in csv.DictReader(open(tmp_path / "vs.csv", encoding="utf-8"))}
+    assert set(rows) == set(toolkits)
+    references = (finished_run / "data/test.tgt").read_text(encoding="utf-8").splitlines()[:20]
+    for toolkit, row in rows.items():
+        updates, best = int(row["updates"]), int(row["best_step"])
+        assert best in (10, 20, 30) and best <= updates <= 30
+        if row["stop_reason"] == "plateau":  # patience 1: at the first validation without a 1 % gain
+            assert updates - best in (0, 10)
+        else:
+            assert (row["stop_reason"], updates) == ("max_steps", 30)
+        hyps = (out / "hyp" / f"{toolkit}_rnn.detok.txt").read_text(encoding="utf-8").splitlines()
+        assert float(row["bleu"]) == round(corpus_bleu(hyps, references)[0], 2)
+        assert float(row["bleu_lc_tok"]) == round(lc_tok_bleu(hyps, references, "de")[0], 2)
+        assert float(row["train_wall_s"]) > 0 and float(row["train_tokens_per_s"]) > 0
+    assert int(torch.load(out / "attnrepro/rnn/checkpoint.pt", weights_only=False)["step"]) == int(
+        rows["attnrepro"]["best_step"]
+    )  # the weights ours decoded: its lowest validation loss
+    if "joeynmt" in rows:  # Joey's own choice: the checkpoint its best.ckpt points to
+        assert (out / "joeynmt/rnn/best.ckpt").resolve().stem == rows["joeynmt"]["best_step"]
+        assert "| lc. tok. BLEU ours - Joey |" in (tmp_path / "vs.md").read_text(encoding="utf-8")
+
+
+def test_the_joey_benchmark_reads_the_pipeline_s_own_tokens(finished_run, tmp_path, monkeypatch):
+    """benchmarks/vs_joeynmt.py --corpus multi30k writes whitespace tokens for both toolkits: read back
+    through its vocabulary files they must be the ids the pipeline encoded, and its detokenisation must
+    give back the raw references, or the comparison would be on another tokenisation than the table's."""
+    bench = load_benchmark(monkeypatch)
     s = bench.settings_for("multi30k")
     settings = bench.prepare_multi30k(tmp_path, s, [], dag=finished_run)
     assert settings["languages"] == ["en", "de"] or settings["languages"] == ("en", "de")

@@ -20,6 +20,7 @@ from attnrepro.evaluation.render import displayed, markdown
 from attnrepro.evaluation.runs import RunCheckpoint, read_checkpoint, training_length
 from attnrepro.evaluation.tables import (
     TABLE1_CI,
+    TABLE1_LC_TOK_CI,
     bleu_by_length_wide,
     table1,
     table1_view,
@@ -90,11 +91,21 @@ def test_numbers_in_reads_the_ways_a_paper_number_is_written():
 
 def test_every_paper_number_appears_in_papers_md():
     found = numbers_in(PAPERS_MD.read_text(encoding="utf-8"))
-    for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2"):
+    for table in ("bahdanau2014_table1", "sutskever2014_table1", "vaswani2017_table2", "multi30k_published"):
         for name, row in paper_numbers()[table]["rows"].items():
             for key, value in row.items():
-                if key != "labels":
-                    assert float(value) in found, f"{table}.{name}.{key} = {value} is not in docs/papers.md"
+                if key in ("labels", "source", "short", "approximate"):
+                    continue
+                for number in value if isinstance(value, list) else [value]:  # a number, or an approximate range
+                    assert float(number) in found, f"{table}.{name}.{key} = {value} is not in docs/papers.md"
+
+
+def test_multi30k_published_numbers_are_the_anchors():
+    rows = paper_numbers()["multi30k_published"]["rows"]
+    assert rows["Transformer, text-only"]["en_de"] == 41.02 and "en_fr" not in rows["Transformer, text-only"]
+    gru = rows["Attentive GRU encoder-decoders, WMT17 multimodal task"]
+    assert gru["en_de"] == [36.5, 38.0] and gru["approximate"] is True
+    assert paper_numbers()["multi30k_published"]["datasets"] == {"en_de": "multi30k_en_de", "en_fr": "multi30k_en_fr"}
 
 
 def test_paper_rows_match_by_label_or_config_name(embedded):
@@ -207,6 +218,51 @@ def test_table1_gives_the_interval_of_the_corpus_score_beside_it(embedded):
     assert list(shown.columns).index("sacreBLEU 95 % CI") == list(shown.columns).index("All, ours (sacreBLEU)") + 1
     finding = next(f for f in captions.table1_findings(table) if f.startswith("RNNsearch-50:"))
     assert finding.endswith("; sacreBLEU 23.00 [21.50, 24.75].")
+
+
+def multi30k_scores(cfg) -> dict:
+    """bleu.json of a Multi30k run: the usual scores and bleu_lc_tok (sacreBLEU + 0.3) with its interval."""
+    scores = scores_for(cfg, no_unk=False)
+    for s in scores.values():
+        s |= {"bleu_lc_tok": s["bleu"] + 0.3, "bleu_lc_tok_ci": [s["bleu"] - 1.0, s["bleu"] + 1.5]}
+    return scores
+
+
+def test_table1_of_multi30k_puts_the_published_system_beside_our_lc_tok_bleu():
+    cfg = load_config(REPO / "config" / "multi30k_en_de.yaml")
+    table = table1(cfg, multi30k_scores(cfg))
+    ours = table[table["model"].notna()].set_index("model")
+    assert list(ours.index) == ["rnnencdec", "rnnsearch", "seq2seq", "transformer"]
+    assert ours.loc["transformer", ["all_lc_tok", *TABLE1_LC_TOK_CI]].tolist() == [23.3, 22.0, 24.5]
+    assert (
+        ours.loc["transformer", "published"] == "41.02"
+        and ours.loc["transformer", "published_short"] == "Wu et al. 2021"
+    )
+    assert ours.loc["transformer", "published_source"].startswith("Wu, Kong, Bi, Li, Kao 2021 (ACL)")
+    assert ours.loc["rnnsearch", "published"] == "≈ 36.5–38.0"
+    assert ours.loc[["rnnencdec", "seq2seq"], "published"].isna().all()  # no published Multi30k system of their kind
+    shown = displayed(table, table1_view(table)).set_index("model")
+    columns = ["All, ours (lc. tok. BLEU)", "lc. tok. 95 % CI", "published (lc. tok.)", "published by"]
+    assert shown.loc["Transformer", columns].tolist() == ["23.30", "[22.00, 24.50]", "41.02", "Wu et al. 2021"]
+    assert shown.loc["RNNencdec", "published (lc. tok.)"] == "" and shown.loc["RNNencdec", "published by"] == ""
+    note = table_notes(cfg, "table1")
+    assert "Published: systems on Multi30k test_2016_flickr" in note and "lc.norm.tok" in note
+    assert "Wu et al. 2021: Wu, Kong, Bi, Li, Kao 2021 (ACL)" in note and "approximate range" in note
+    finding = next(f for f in captions.table1_findings(table) if f.startswith("Transformer:"))
+    assert finding.endswith("; lowercased tokenized BLEU 23.30 [22.00, 24.50] (published 41.02, Wu et al. 2021).")
+
+
+def test_table1_shows_a_published_multi30k_value_only_where_docs_papers_md_has_one(embedded):
+    en_fr = load_config(REPO / "config" / "multi30k_en_fr.yaml")
+    table = table1(en_fr, multi30k_scores(en_fr))
+    assert table["published"].isna().all() and table["all_lc_tok"].notna().sum() == 4  # no En-Fr anchor copied
+    assert "published (lc. tok.)" not in displayed(table, table1_view(table))
+    plain = table1(embedded, scores_for(embedded))  # the embedded corpus: neither the scoring nor the anchors
+    assert plain["published"].isna().all() and plain["all_lc_tok"].isna().all()
+    shown = displayed(plain, table1_view(plain))
+    assert not {"All, ours (lc. tok. BLEU)", "published (lc. tok.)", "published by"} & set(shown.columns)
+    assert "Published:" not in table_notes(embedded, "table1")
+    assert all("lowercased" not in f for f in captions.table1_findings(plain))
 
 
 def test_seed_runs_are_one_row_of_mean_and_min_max_in_tables_and_fig2(tmp_path):

@@ -217,6 +217,7 @@ class EvaluateConfig:
     n_alignments: int = 4
     bootstrap_resamples: int = 1000  # 0: no confidence intervals
     bootstrap_seed: int = 12345  # sacreBLEU's default SACREBLEU_SEED
+    bleu_lc_tok: bool = False  # also lowercased tokenized BLEU on lc.norm.tok text (the Multi30k literature's)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,40 @@ def short_source(source: str) -> str:
     return f"{authors.split(',')[0].split(' ')[0]} 20{rest}"
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published Multi30k system beside one of our models: its score as text ("41.02", "≈ 36.5–38.0") and
+    whose it is (`source`, and `short` for table cells)."""
+
+    text: str
+    source: str
+    short: str
+
+
+def multi30k_pair(cfg: Config, papers: dict[str, Any] | None = None) -> str | None:
+    """The language pair ("en_de" or "en_fr") of a run of a Multi30k dataset that paper_numbers.yaml's
+    multi30k_published names; None on every other dataset (the embedded corpus, WMT'14)."""
+    papers = paper_numbers() if papers is None else papers
+    pairs = {dataset: pair for pair, dataset in papers["multi30k_published"]["datasets"].items()}
+    return pairs.get(cfg.dataset)
+
+
+def published_multi30k(cfg: Config, model: ModelConfig, papers: dict[str, Any] | None = None) -> Published | None:
+    """The published system of `model`'s kind on this Multi30k pair (lowercased tokenized BLEU on
+    test_2016_flickr); None off Multi30k, for a model no row lists, or where docs/papers.md has no number."""
+    papers = paper_numbers() if papers is None else papers
+    pair = multi30k_pair(cfg, papers)
+    row = paper_row(model, "multi30k_published", papers=papers) if pair else None
+    value = paper_value(row, pair) if pair else None
+    if value is None:
+        return None
+    if isinstance(value, list):
+        text = f"{'≈ ' if row.values.get('approximate') else ''}{value[0]:.1f}–{value[1]:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return Published(text, row.values["source"], row.values["short"])
+
+
 def is_full_run_of(cfg: Config, dataset: str) -> bool:
     """A run on the paper's own data (a WMT config of that dataset), not the synthetic stand-in."""
     return cfg.wmt is not None and cfg.dataset == dataset

@@ -5,7 +5,11 @@
   Moses-tokenized (sacremoses, the Python port of `tokenizer.perl`) and scored with
   `tokenize='none'` and no smoothing (multi-bleu.perl scores 0 when an n-gram order has no match).
   For a German target, hyphenated compounds are then split as tensor2tensor's `get_ende_bleu.sh`
-  did for Vaswani et al. 2017's En-De numbers ("rich-text" -> "rich ##AT##-##AT## text").
+  did for Vaswani et al. 2017's En-De numbers ("rich-text" -> "rich ##AT##-##AT## text");
+- where the config asks for it (`evaluate.bleu_lc_tok`, the Multi30k configs), lowercased tokenized BLEU as
+  the Multi30k literature computes it: hypothesis and reference made into the text of the Multi30k
+  repository's `lc.norm.tok` files (lowercased, punctuation-normalised, Moses-tokenized; `lc_norm_tok`),
+  then multi-bleu.perl's BLEU as above (the text is already lowercased, so `-lc` changes nothing).
 
 Also BLEU per source-length bucket (Bahdanau et al. 2014, Fig. 2) and on the sentences without an
 unknown word (Bahdanau et al. 2014, Table 1, "No UNK"), which exists only for word vocabularies and
@@ -53,6 +57,13 @@ LENGTH_UNITS = {  # what a bucket's source length counts: the words that the tra
     "moses": "Moses-tokenized source words (sacremoses -l {lang})",
 }
 COMPOUND_SPLIT = "compound-split:##AT##"  # tensor2tensor get_ende_bleu.sh, in the tokenized signature
+# The Moses scripts that made the Multi30k repository's lc.norm.tok files: github.com/multi30k/dataset,
+# scripts/moses-3a0631a/ (Moses commit 3a0631a of 12 December 2017), run by scripts/task1-tokenize.sh.
+LC_TOK_MOSES = "moses-3a0631a"
+LC_TOK_PROCEDURE = (
+    "lowercase.perl | normalize-punctuation.perl -l {lang} | tokenizer.perl -l {lang} (Moses 3a0631a, "
+    "multi30k/dataset scripts/task1-tokenize.sh; through sacremoses), then multi-bleu.perl's BLEU"
+)
 BOOTSTRAP_CONFIDENCE = 0.95  # the bounds below are sacreBLEU's: 1/40 of the resamples cut from each end
 RESAMPLE_CHUNK = 100  # resamples drawn at once: 3 x 100 x n_sentences x 8 bytes (7 MB for newstest2014)
 SCORE_LABELS = {  # what each score in bleu.json is, for people and table headers
@@ -61,9 +72,14 @@ SCORE_LABELS = {  # what each score in bleu.json is, for people and table header
     "bleu_tokenized": "tokenized BLEU as the papers' multi-bleu.perl: Moses-tokenized text, tokenize=none "
     "(German targets: hyphenated compounds split, ##AT##)",
     "bleu_tokenized_ci": "95 % bootstrap interval of 'bleu_tokenized'",
+    "bleu_lc_tok": "lowercased tokenized BLEU as the Multi30k literature reports it: hypothesis and reference "
+    "made into the Multi30k repository's lc.norm.tok text (procedure in 'procedure_lc_tok'), tokenize=none, "
+    "no smoothing (multi-bleu.perl); present where evaluate.bleu_lc_tok is set",
+    "bleu_lc_tok_ci": "95 % bootstrap interval of 'bleu_lc_tok'",
     "length_unit": "what the source lengths of bleu_by_length.csv's buckets count; per-bucket scores are sacreBLEU",
     "no_unk.bleu": "sacreBLEU on the No UNK subset",
     "no_unk.bleu_tokenized": "tokenized BLEU on the No UNK subset (Bahdanau Table 1's 'No UNK' column)",
+    "no_unk.bleu_lc_tok": "lowercased tokenized BLEU on the No UNK subset (where bleu_lc_tok is scored)",
     "no_unk.decoding": f"where the subset's translations come from: '{NO_UNK_BANNED}' (UNK never emitted) "
     f"or '{NO_UNK_MAIN}' (the main translations are that search's answer)",
 }
@@ -91,6 +107,26 @@ def split_compounds(lines: Sequence[str]) -> list[str]:
     return [re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line) for line in lines]
 
 
+def lc_norm_tok(lines: Sequence[str], lang: str) -> list[str]:
+    """The Multi30k repository's `lc.norm.tok` text (scripts/task1-tokenize.sh: `lowercase.perl |
+    normalize-punctuation.perl -l LANG | tokenizer.perl -l LANG`, Moses 3a0631a), through sacremoses.
+
+    Two settings make sacremoses give that snapshot's bytes (checked on every line of train, val and
+    test_2016_flickr in en, de and fr against the repository's files: docs/papers.md): the 2017
+    normalize-punctuation.perl turns a lone ’ ‘ ‚ into " (sacremoses' `perl_parity` does so for ’ only),
+    and it reads each line with its newline, so its `(\\.+)"(\\s*[^<])` rule also moves a period that ends
+    the line behind the closing quote. tokenizer.perl's default escaping (&apos; &quot; &amp; ...) is kept:
+    it never changes where tokens split, so BLEU is the same without it."""
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    normalizer = MosesPunctNormalizer(lang, perl_parity=True)
+    normalizer.substitutions = [(p, '"' if p in ("‘", "‚") else r) for p, r in normalizer.substitutions]
+    tokenizer = MosesTokenizer(lang)
+    return [
+        tokenizer.tokenize(normalizer.normalize(line.lower() + "\n"), escape=True, return_str=True) for line in lines
+    ]
+
+
 def tokenize_for_bleu(lines: Sequence[str], lang: str) -> list[str]:
     """The text multi-bleu.perl scored: Moses-tokenized; German compounds split (get_ende_bleu.sh)."""
     tokenized = moses_tokenize(lines, lang)
@@ -105,6 +141,17 @@ def tokenized_metric() -> BLEU:
 def tokenized_signature(metric: BLEU, lang: str) -> str:
     compounds = f"|{COMPOUND_SPLIT}" if lang == "de" else ""
     return f"pretok:sacremoses-{version('sacremoses')}-{lang}-noescape{compounds}|{metric.get_signature()}"
+
+
+def lc_tok_signature(metric: BLEU, lang: str) -> str:
+    return f"pretok:lc.norm.tok-{lang}-{LC_TOK_MOSES}-sacremoses-{version('sacremoses')}|{metric.get_signature()}"
+
+
+def lc_tok_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
+    """The Multi30k literature's BLEU: multi-bleu.perl on the lc.norm.tok text of both sides; and a signature."""
+    metric = tokenized_metric()
+    score = metric.corpus_score(lc_norm_tok(hypotheses, lang), [lc_norm_tok(references, lang)])
+    return score.score, lc_tok_signature(metric, lang)
 
 
 def tokenized_bleu(hypotheses: list[str], references: list[str], lang: str) -> tuple[float, str]:
@@ -159,12 +206,17 @@ class SentenceStats:
 
 
 def sentence_stats(
-    hypotheses: Sequence[str], references: Sequence[str], tgt_lang: str
-) -> tuple[SentenceStats, SentenceStats]:
-    """The statistics of every sentence for sacreBLEU and for tokenized BLEU."""
+    hypotheses: Sequence[str], references: Sequence[str], tgt_lang: str, lc_tok: bool = False
+) -> tuple[SentenceStats, SentenceStats, SentenceStats | None]:
+    """The statistics of every sentence for sacreBLEU, for tokenized BLEU and (`lc_tok`) for lowercased
+    tokenized BLEU on lc.norm.tok text; None for the last when not asked for."""
     sacre = SentenceStats.extract(BLEU(), hypotheses, references)
     hyps, refs = tokenize_for_bleu(hypotheses, tgt_lang), tokenize_for_bleu(references, tgt_lang)
-    return sacre, SentenceStats.extract(tokenized_metric(), hyps, refs)
+    tokenized = SentenceStats.extract(tokenized_metric(), hyps, refs)
+    if not lc_tok:
+        return sacre, tokenized, None
+    lowered = lc_norm_tok(hypotheses, tgt_lang), lc_norm_tok(references, tgt_lang)
+    return sacre, tokenized, SentenceStats.extract(tokenized_metric(), *lowered)
 
 
 def bucket_of(length: int, width: int, max_len: int) -> tuple[int, int]:
@@ -217,8 +269,8 @@ def score_files(
     No UNK subset does not apply; `length_unit` is a key of LENGTH_UNITS."""
     sources, hypotheses, references = read_test_split(src_path, hyp_path, ref_path)
     src_lang, tgt_lang = languages
-    sacre, tokenized = sentence_stats(hypotheses, references, tgt_lang)
-    overall = _scores(sacre, tokenized, ev)
+    sacre, tokenized, lc_tok = sentence_stats(hypotheses, references, tgt_lang, ev.bleu_lc_tok)
+    overall = _scores(sacre, tokenized, lc_tok, ev)
     summary: dict[str, Any] = {
         "bleu": overall["bleu"],
         "bleu_ci": overall["bleu_ci"],
@@ -227,6 +279,7 @@ def score_files(
         "bleu_tokenized": overall["bleu_tokenized"],
         "bleu_tokenized_ci": overall["bleu_tokenized_ci"],
         "signature_tokenized": tokenized_signature(tokenized.metric, tgt_lang),
+        **_lc_tok_summary(overall, lc_tok, tgt_lang),
         "bootstrap": {
             "resamples": ev.bootstrap_resamples,
             "seed": ev.bootstrap_seed,
@@ -243,14 +296,33 @@ def score_files(
     return summary, rows
 
 
-def _scores(sacre: SentenceStats, tokenized: SentenceStats, ev: EvaluateConfig) -> dict[str, Any]:
-    """sacreBLEU and tokenized BLEU of one set of sentences, each with its interval (None when off)."""
+def _lc_tok_summary(overall: dict[str, Any], lc_tok: SentenceStats | None, lang: str) -> dict[str, Any]:
+    """bleu.json's lowercased tokenized BLEU, its interval, signature and procedure; nothing when not asked for."""
+    if lc_tok is None:
+        return {}
     return {
+        "bleu_lc_tok": overall["bleu_lc_tok"],
+        "bleu_lc_tok_ci": overall["bleu_lc_tok_ci"],
+        "signature_lc_tok": lc_tok_signature(lc_tok.metric, lang),
+        "procedure_lc_tok": LC_TOK_PROCEDURE.format(lang=lang),
+    }
+
+
+def _scores(
+    sacre: SentenceStats, tokenized: SentenceStats, lc_tok: SentenceStats | None, ev: EvaluateConfig
+) -> dict[str, Any]:
+    """sacreBLEU, tokenized BLEU and (where asked for) lowercased tokenized BLEU of one set of sentences, each
+    with its interval (None when off)."""
+    scores = {
         "bleu": _round(sacre.bleu()),
         "bleu_ci": _round_pair(sacre.interval(ev.bootstrap_resamples, ev.bootstrap_seed)),
         "bleu_tokenized": _round(tokenized.bleu()),
         "bleu_tokenized_ci": _round_pair(tokenized.interval(ev.bootstrap_resamples, ev.bootstrap_seed)),
     }
+    if lc_tok is not None:
+        scores["bleu_lc_tok"] = _round(lc_tok.bleu())
+        scores["bleu_lc_tok_ci"] = _round_pair(lc_tok.interval(ev.bootstrap_resamples, ev.bootstrap_seed))
+    return scores
 
 
 def _no_unk_summary(
@@ -278,7 +350,8 @@ def _no_unk_summary(
             raise DataError(f"{no_unk.hypotheses}: differs from {hyp_path}, which it should repeat: translate again")
         return {**summary, "decoding": NO_UNK_MAIN, **overall}
     refs = [r for r, k in zip(references, keep) if k]
-    return {**summary, "decoding": NO_UNK_BANNED, **_scores(*sentence_stats(subset_hyps, refs, tgt_lang), ev)}
+    stats = sentence_stats(subset_hyps, refs, tgt_lang, ev.bleu_lc_tok)
+    return {**summary, "decoding": NO_UNK_BANNED, **_scores(*stats, ev)}
 
 
 def write_scores(summary: dict[str, Any], rows: list[dict[str, Any]], json_path: Path, csv_path: Path) -> None:
