@@ -7,13 +7,16 @@
 
 from snakemake.utils import min_version, validate
 
+from attnrepro.config import check_config_files
+
 min_version("8.20")
 
 # A --configfile on the command line replaces the embedded default instead of merging into it.
 if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
-
+# Snakemake's YAML loader keeps the last of a key given twice without a word: refuse it, naming both lines.
+CONFIG_FILES = check_config_files(workflow.configfiles)
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
