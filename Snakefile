@@ -8,8 +8,12 @@
 from snakemake.utils import min_version, validate
 
 from attnrepro.config import check_config_files
+from attnrepro.training.launch import pass_interrupts_to_jobs
 
 min_version("8.20")
+
+# SIGINT to Snakemake alone stops the running jobs too (training checkpoints), as Ctrl-C in a terminal does.
+pass_interrupts_to_jobs()
 
 # A --configfile on the command line replaces the embedded default instead of merging into it.
 if not workflow.overwrite_configfiles:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -106,7 +107,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         data, vocab = (Path(args.train), Path(args.valid)), (len(src_tok), len(tgt_tok))
         ranks = from_environment(os.environ)  # torchrun's or srun's ranks; one process otherwise
         train(mc, *data, *vocab, Path(args.out_dir), args.threads, not args.no_progress, ranks, valid_bleu)
-    except Preempted as stop:  # SIGTERM/SIGUSR1: checkpoint written; the same command resumes
+    except Preempted as stop:  # SIGTERM/SIGUSR1/SIGINT: checkpoint written; the same command resumes
         print(f"attnrepro train: {stop}", file=sys.stderr)
         raise SystemExit(PREEMPTED_EXIT_CODE) from None
 
@@ -263,6 +264,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return launch(verb, args.gpus, allow_requeue=not args.no_requeue)
 
 
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT  # what a shell reports for a command that Ctrl-C stopped
 TOKENIZER_FILES = ("src.model", "tgt.model")  # what load_tokenizer_pair reads from a --tokenizer-dir
 
 
@@ -432,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     except AttnreproError as err:  # anything else is a bug of ours and shows its traceback
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside training's own handling: the shell's status for SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this line into a traceback
+        print(f"attnrepro {args.command}: interrupted; its outputs are not complete", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     return status if isinstance(status, int) else 0  # launch passes on its command's exit status
 
 
