@@ -5,9 +5,9 @@
     snakemake --cores 2 figures                           # tables and figures from finished runs
 """
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
-from attnrepro.config import check_config_files
+from attnrepro.config import check_config_files, validate
 from attnrepro.training.launch import pass_interrupts_to_jobs
 
 min_version("8.20")
@@ -21,7 +21,8 @@ if not workflow.overwrite_configfiles:
 
 # Snakemake's YAML loader keeps the last of a key given twice without a word: refuse it, naming both lines.
 CONFIG_FILES = check_config_files(workflow.configfiles)
-validate(config, "workflow/schemas/config.schema.yaml")
+# snakemake.utils.validate against workflow/schemas/ (defaults filled in place); a violation is one line naming the key
+validate(config)
 
 
 report: "workflow/report/workflow.rst"

@@ -333,3 +333,18 @@ def test_params_counts_the_trained_tokenizer_as_training_does_and_says_so(traine
     first, count = nominal.stdout.splitlines()
     assert "source vocabulary 120, target vocabulary 120 (nominal, from tokenizers.spm: no trained tokenizer" in first
     assert int(count) != int(logged[1].replace(",", ""))
+
+
+# ---- found beside them ----------------------------------------------------------------------------
+
+
+def test_a_mistyped_key_stops_snakemake_with_its_path_not_the_schema(tmp_path):
+    """Snakemake's own validate printed the JSON schema around the violation: 197 lines for one typo."""
+    config = tmp_path / "typo.yaml"
+    config.write_text(TEST_YAML.read_text().replace("max_steps: 20", "max_stpes: 20"))
+    out = snakemake(tmp_path / "work", config, "-n")
+    assert out.returncode != 0
+    line = "models.rnnencdec20.train: Additional properties are not allowed ('max_stpes' was unexpected)"
+    assert line in out.stdout.splitlines()  # the typo is in the x-train anchor: the first model that merges it
+    assert len((out.stdout + out.stderr).splitlines()) < 15
+    assert not (tmp_path / "work" / "results").exists()
