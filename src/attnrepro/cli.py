@@ -277,6 +277,9 @@ def add_input(parser: argparse.ArgumentParser, flag: str, holds: tuple[str, ...]
 
 def check_inputs(args: argparse.Namespace) -> None:
     """A `DataError` naming the first input argument whose path does not exist (one line, not a traceback)."""
+    config = getattr(args, "config", None)
+    if config is not None and not Path(config).is_file():  # the first argument, named first (as load_config does)
+        raise ConfigError(f"{config}: no such config file")
     for flag, dest, holds in args.inputs:
         path = getattr(args, dest)
         if path is None:
