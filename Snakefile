@@ -5,16 +5,24 @@
     snakemake --cores 2 figures                           # tables and figures from finished runs
 """
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from attnrepro.config import check_config_files, validate
+from attnrepro.training.launch import pass_interrupts_to_jobs
 
 min_version("8.20")
+
+# SIGINT to Snakemake alone stops the running jobs too (training checkpoints), as Ctrl-C in a terminal does.
+pass_interrupts_to_jobs()
 
 # A --configfile on the command line replaces the embedded default instead of merging into it.
 if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
-
-validate(config, "workflow/schemas/config.schema.yaml")
+# Snakemake's YAML loader keeps the last of a key given twice without a word: refuse it, naming both lines.
+CONFIG_FILES = check_config_files(workflow.configfiles)
+# snakemake.utils.validate against workflow/schemas/ (defaults filled in place); a violation is one line naming the key
+validate(config)
 
 
 report: "workflow/report/workflow.rst"

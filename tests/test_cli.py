@@ -13,7 +13,8 @@ from attnrepro.cli import main
 from conftest import REPO
 
 
-def test_params_prints_the_count_on_its_last_line(capsys):
+def test_params_prints_the_count_on_its_last_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no results/synthetic/tokenizer/ here: the config's nominal vocabulary
     assert main(["params", "--config", str(REPO / "config/config.yaml"), "--model", "rnnsearch50"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     # emb 64, hidden 128, align 128, maxout 64, vocab 1000 + 4 specials on both sides

@@ -142,7 +142,12 @@ def test_a_bad_test_split_is_a_data_error_naming_the_file(tmp_path):
 
 def test_translate_stops_on_an_empty_test_split_naming_it(tmp_path, capsys):
     p = write(tmp_path, src=[], ref=[])
-    args = ["--config", str(REPO / "config/test.yaml"), "--checkpoint", "none", "--tokenizer-dir", "none"]
+    tokenizer = tmp_path / "tokenizer"  # present (main checks that), never read: the split is checked first
+    tokenizer.mkdir()
+    for name in ("src.model", "tgt.model", "checkpoint.pt"):
+        (tokenizer / name).write_text("")
+    args = ["--config", str(REPO / "config/test.yaml"), "--checkpoint", str(tokenizer / "checkpoint.pt")]
+    args += ["--tokenizer-dir", str(tokenizer)]
     args += ["--src", str(p["src"]), "--ref", str(p["ref"]), "--out", "h", "--out-no-unk", "n", "--attention", "a"]
     assert main(["translate", *args]) == 1
     assert f"{p['src']}: the test split is empty" in capsys.readouterr().err

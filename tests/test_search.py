@@ -299,9 +299,11 @@ def test_translate_with_search_device_cuda_and_no_gpu_fails_naming_the_key(tmp_p
     raw["search"]["device"] = "cuda"
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    missing = str(tmp_path / "missing")  # the device is checked before anything is read
-    args = ["--checkpoint", missing, "--tokenizer-dir", missing, "--src", missing, "--ref", missing, "--out", missing]
-    assert main(["translate", "--config", str(config), *args, "--attention", missing, "--out-no-unk", missing]) == 1
+    for name in ("src.model", "tgt.model", "empty"):  # present (main checks that) but empty: the device is
+        (tmp_path / name).write_text("")  # checked before any of them is read
+    empty, out = str(tmp_path / "empty"), str(tmp_path / "out")
+    args = ["--checkpoint", empty, "--tokenizer-dir", str(tmp_path), "--src", empty, "--ref", empty, "--out", out]
+    assert main(["translate", "--config", str(config), *args, "--attention", out, "--out-no-unk", out]) == 1
     assert "search.device is cuda but torch sees no GPU" in capsys.readouterr().err
 
 

@@ -179,11 +179,12 @@ def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identical(tiny_corpus, tmp
 
 
 @pytest.mark.slow
-def test_sigterm_checkpoints_and_exits_75(tiny_corpus, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_sigterm_and_ctrl_c_checkpoint_and_exit_75(tiny_corpus, tmp_path, sig):
     config = rnnsearch10_config(tmp_path, max_steps=5000, checkpoint_every=5000)
-    proc, output = _start_and_signal(_train_command(config, tiny_corpus, tmp_path / "run"), signal.SIGTERM)
+    proc, output = _start_and_signal(_train_command(config, tiny_corpus, tmp_path / "run"), sig)
     assert proc.returncode == 75, output
-    assert "received SIGTERM" in output
+    assert f"received {sig.name}" in output and "Traceback" not in output
     assert 0 < load_checkpoint(tmp_path / "run/resume/last.pt")["step"] < 5000
 
 

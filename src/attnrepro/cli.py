@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from attnrepro.config import load_config
-from attnrepro.errors import AttnreproError, ConfigError
+from attnrepro.config import Config, load_config
+from attnrepro.errors import AttnreproError, ConfigError, DataError
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -106,7 +107,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         data, vocab = (Path(args.train), Path(args.valid)), (len(src_tok), len(tgt_tok))
         ranks = from_environment(os.environ)  # torchrun's or srun's ranks; one process otherwise
         train(mc, *data, *vocab, Path(args.out_dir), args.threads, not args.no_progress, ranks, valid_bleu)
-    except Preempted as stop:  # SIGTERM/SIGUSR1: checkpoint written; the same command resumes
+    except Preempted as stop:  # SIGTERM/SIGUSR1/SIGINT: checkpoint written; the same command resumes
         print(f"attnrepro train: {stop}", file=sys.stderr)
         raise SystemExit(PREEMPTED_EXIT_CODE) from None
 
@@ -142,6 +143,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
     precision = cfg.model(args.model).train.precision if args.model else "fp32"  # bf16 autocast as it trained
     hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search, device=device, precision=precision)
     out = Path(args.out)
+    for path in (out, Path(args.attention), Path(args.out_no_unk)):  # as every other verb, make their folders
+        path.parent.mkdir(parents=True, exist_ok=True)
     # decode() gives plain text: sentencepiece decodes, the Moses word path is Moses-detokenized
     texts = [tgt_tok.decode(h.tokens) for h in hypotheses]
     out.write_text("".join(text + "\n" for text in texts), encoding="utf-8")
@@ -168,6 +171,8 @@ def cmd_score(args: argparse.Namespace) -> None:
     summary, rows = score_files(*paths, cfg.evaluate, cfg.languages, length_unit=unit, no_unk=no_unk)
     summary["model"] = args.model
     summary["label"] = cfg.model(args.model).label
+    for path in (Path(args.json), Path(args.csv)):  # as every other verb, make their folders
+        path.parent.mkdir(parents=True, exist_ok=True)
     write_scores(summary, rows, Path(args.json), Path(args.csv))
     print(json.dumps(summary))
 
@@ -212,15 +217,31 @@ def cmd_figure_training(args: argparse.Namespace) -> None:
 
 def cmd_params(args: argparse.Namespace) -> None:
     from attnrepro.models import parameter_count
-    from attnrepro.training.estimate import vocab_sizes
 
     cfg = load_config(args.config)
     mc = cfg.model(args.model)
-    src_configured, tgt_configured = vocab_sizes(cfg, args.model)
-    src_vocab = args.src_vocab or src_configured
-    tgt_vocab = args.tgt_vocab or tgt_configured
-    print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab}")
+    (src_vocab, tgt_vocab), source = _params_vocab(cfg, args)
+    src_vocab, tgt_vocab = args.src_vocab or src_vocab, args.tgt_vocab or tgt_vocab
+    if args.src_vocab and args.tgt_vocab:
+        source = "as given"
+    print(f"{args.model}: {mc.arch}, source vocabulary {src_vocab}, target vocabulary {tgt_vocab} ({source})")
     print(parameter_count(mc.arch, src_vocab, tgt_vocab, mc.params))
+
+
+def _params_vocab(cfg: Config, args: argparse.Namespace) -> tuple[tuple[int, int], str]:
+    """(source, target) vocabulary sizes as training will see them: the trained tokenizer's when it exists
+    (what the training log counts), else the config's nominal sizes; and a phrase saying which."""
+    from attnrepro.training.estimate import vocab_sizes
+
+    name = cfg.model(args.model).tokenizer
+    folder = Path(args.tokenizer_dir or f"results/{cfg.dataset}/tokenizer/{name}")
+    if all((folder / file).is_file() for file in TOKENIZER_FILES):
+        from attnrepro.data.tokenize import load_tokenizer_pair
+
+        src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_named(name), folder, cfg.languages)
+        return (len(src_tok), len(tgt_tok)), f"the trained tokenizer in {folder}"
+    nominal = f"nominal, from tokenizers.{name}: no trained tokenizer in {folder}; training counts the trained one's"
+    return vocab_sizes(cfg, args.model), nominal
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:
@@ -251,6 +272,33 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return launch(verb, args.gpus, allow_requeue=not args.no_requeue)
 
 
+INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT  # what a shell reports for a command that Ctrl-C stopped
+TOKENIZER_FILES = ("src.model", "tgt.model")  # what load_tokenizer_pair reads from a --tokenizer-dir
+
+
+def add_input(parser: argparse.ArgumentParser, flag: str, holds: tuple[str, ...] = (), **kwargs) -> None:
+    """An argument naming a file or folder the verb reads (a folder: holding the files `holds`); `main`
+    checks that they exist before the verb runs."""
+    action = parser.add_argument(flag, **kwargs)
+    parser.set_defaults(inputs=(*parser.get_default("inputs"), (flag, action.dest, holds)))
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """A `DataError` naming the first input argument whose path does not exist (one line, not a traceback)."""
+    config = getattr(args, "config", None)
+    if config is not None and not Path(config).is_file():  # the first argument, named first (as load_config does)
+        raise ConfigError(f"{config}: no such config file")
+    for flag, dest, holds in args.inputs:
+        path = getattr(args, dest)
+        if path is None:
+            continue
+        if not Path(path).exists():
+            raise DataError(f"{flag} {path}: no such file or folder")
+        missing = [name for name in holds if not (Path(path) / name).is_file()]
+        if missing:
+            raise DataError(f"{flag} {path}: has no {' or '.join(missing)} (what the tokenizer rule writes)")
+
+
 def _data_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     """generate, download, extract, clean, tokenizer, encode: the corpus, up to token ids."""
     p = verb("generate", cmd_generate, "write the synthetic corpus")
@@ -263,28 +311,28 @@ def _data_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -
 
     p = verb("extract", cmd_extract, "one corpus of data.wmt.corpora from its downloaded files, as plain text")
     p.add_argument("--corpus", required=True)
-    p.add_argument("--src-input", required=True, help="the downloaded file holding the source side")
-    p.add_argument("--tgt-input", required=True, help="the one holding the target side (the same archive for both)")
+    add_input(p, "--src-input", required=True, help="the downloaded file holding the source side")
+    add_input(p, "--tgt-input", required=True, help="the one holding the target side (the same archive for both)")
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
 
     p = verb("clean", cmd_clean, "validate, normalise and filter one split; counts to {split}.manifest.json")
     p.add_argument("--split", required=True)
-    p.add_argument("--raw-dir", required=True, help="where extract wrote {corpus}.src/.tgt")
+    add_input(p, "--raw-dir", required=True, help="where extract wrote {corpus}.src/.tgt")
     p.add_argument("--out-dir", required=True)
 
     p = verb("tokenizer", cmd_tokenizer, "train the source/target tokenizers (sentencepiece or word shortlist)")
     p.add_argument("--name", required=True, help="a name under tokenizers")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    add_input(p, "--src", required=True)
+    add_input(p, "--tgt", required=True)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--threads", type=int, default=1, help="sentencepiece threads, or processes counting words")
 
     p = verb("encode", cmd_encode, "encode a parallel text into token ids")
     p.add_argument("--name", required=True, help="a name under tokenizers")
-    p.add_argument("--tokenizer-dir", required=True)
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    add_input(p, "--tokenizer-dir", TOKENIZER_FILES, required=True)
+    add_input(p, "--src", required=True)
+    add_input(p, "--tgt", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1, help="processes encoding chunks of lines (same output)")
 
@@ -293,36 +341,38 @@ def _model_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) 
     """train, average, translate, score: one model, from its training to its BLEU."""
     p = verb("train", cmd_train, "train one model (resumes from its last checkpoint)")
     p.add_argument("--model", required=True)
-    p.add_argument("--tokenizer-dir", required=True)
-    p.add_argument("--train", required=True)
-    p.add_argument("--valid", required=True)
+    add_input(p, "--tokenizer-dir", TOKENIZER_FILES, required=True)
+    add_input(p, "--train", required=True)
+    add_input(p, "--valid", required=True)
     p.add_argument("--out-dir", required=True)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-progress", action="store_true")
 
     p = verb("average", cmd_average, "average the last train.average_last checkpoints (Vaswani et al. 2017, 6.1)")
     p.add_argument("--model", required=True)
-    p.add_argument("--checkpoint", required=True, help="the final checkpoint.pt; the others are in its resume/kept/")
+    add_input(p, "--checkpoint", required=True, help="the final checkpoint.pt; the others are in its resume/kept/")
     p.add_argument("--out", required=True)
 
     p = verb("translate", cmd_translate, "beam-search a source file")
     p.add_argument("--model", help="the model's tokenizer and search settings (default: the only tokenizer)")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--tokenizer-dir", required=True)
-    p.add_argument("--src", required=True)
+    add_input(p, "--checkpoint", required=True)
+    add_input(p, "--tokenizer-dir", TOKENIZER_FILES, required=True)
+    add_input(p, "--src", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--attention", required=True)
-    p.add_argument("--ref", required=True, help="the references of --src: they define the No UNK subset")
+    add_input(p, "--ref", required=True, help="the references of --src: they define the No UNK subset")
     p.add_argument("--out-no-unk", required=True, help="the No UNK subset's translations, UNK banned (empty: subwords)")
     p.add_argument("--threads", type=int, default=1)
 
     p = verb("score", cmd_score, "sacreBLEU and tokenized BLEU, overall, by source length, and on No UNK")
     p.add_argument("--model", required=True)
-    p.add_argument("--tokenizer-dir", help="the model's tokenizer (word vocabularies: the No UNK subset)")
-    p.add_argument("--src", required=True)
-    p.add_argument("--hyp", required=True)
-    p.add_argument("--hyp-no-unk", required=True, help="translate's --out-no-unk (read for word vocabularies)")
-    p.add_argument("--ref", required=True)
+    add_input(
+        p, "--tokenizer-dir", TOKENIZER_FILES, help="the model's tokenizer (word vocabularies: the No UNK subset)"
+    )
+    add_input(p, "--src", required=True)
+    add_input(p, "--hyp", required=True)
+    add_input(p, "--hyp-no-unk", required=True, help="translate's --out-no-unk (read for word vocabularies)")
+    add_input(p, "--ref", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--csv", required=True)
 
@@ -330,26 +380,26 @@ def _model_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) 
 def _report_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -> None:
     """tables, figures and the cost estimate, over every model of a run."""
     p = verb("tables", cmd_tables, "Table 1 (Bahdanau), Table 2 (Vaswani), BLEU by length: CSV, Markdown, HTML")
-    p.add_argument("--results", required=True, help="results/{dataset}")
+    add_input(p, "--results", required=True, help="results/{dataset}")
     p.add_argument("--out-dir", required=True, help="results/{dataset}/tables")
     p.add_argument("--captions", required=True, help="folder for the report captions' generated parts")
 
     p = verb("figure-length", cmd_figure_length, "Fig. 2: BLEU by source length for every model")
-    p.add_argument("--results", required=True, help="results/{dataset}")
+    add_input(p, "--results", required=True, help="results/{dataset}")
     p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
     p.add_argument("--caption", required=True, help="the report caption's generated part (.rst)")
 
     p = verb("figure-alignments", cmd_figure_alignments, "Fig. 3: alignment heatmaps of one attention model")
     p.add_argument("--model", required=True)
-    p.add_argument("--attention", required=True, help="the model's attn.npz")
-    p.add_argument("--hyp", required=True)
-    p.add_argument("--src", required=True, help="the test source text")
-    p.add_argument("--tokenizer-dir", required=True)
+    add_input(p, "--attention", required=True, help="the model's attn.npz")
+    add_input(p, "--hyp", required=True)
+    add_input(p, "--src", required=True, help="the test source text")
+    add_input(p, "--tokenizer-dir", TOKENIZER_FILES, required=True)
     p.add_argument("--figure", required=True, help="path prefix; _0.png .. _{n_alignments-1}.png are written")
     p.add_argument("--caption", required=True)
 
     p = verb("figure-training", cmd_figure_training, "training and validation curves of every model")
-    p.add_argument("--results", required=True, help="results/{dataset}")
+    add_input(p, "--results", required=True, help="results/{dataset}")
     p.add_argument("--figure", required=True, help="path without suffix; .png and .pdf are written")
     p.add_argument("--caption", required=True)
 
@@ -364,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     def verb(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("--config", required=True, help="validated config YAML")
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, inputs=())
         return p
 
     _data_verbs(verb)
@@ -375,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, default=1, help="GPUs of this job; > 1 starts one process per GPU")
     p.add_argument("--no-requeue", action="store_true", help="on preemption exit 75 without scontrol requeue")
     p.add_argument("verb", nargs=argparse.REMAINDER, help="-- VERB ARGS..., e.g. -- train --config ...")
-    p.set_defaults(func=cmd_launch)
+    p.set_defaults(func=cmd_launch, inputs=())
 
     p = sub.add_parser("compare", help="a run's BLEU by length against a reference's reproduction bands (exit 1: "
                        "fewer than --min-inside of the cells inside)")  # fmt: skip
@@ -386,7 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)
-    p.add_argument("--src-vocab", type=int, help="default: the tokenizer's vocab_size (+ specials)")
+    add_input(p, "--tokenizer-dir", TOKENIZER_FILES, help="default: results/{dataset}/tokenizer/{tokenizer}")
+    p.add_argument("--src-vocab", type=int, help="default: the trained tokenizer's, else its vocab_size (+ specials)")
     p.add_argument("--tgt-vocab", type=int)
 
     return parser
@@ -396,10 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one verb: a problem the user can fix (`AttnreproError`) is one line on stderr and exit status 1."""
     args = build_parser().parse_args(argv)
     try:
+        check_inputs(args)
         status = args.func(args)
     except AttnreproError as err:  # anything else is a bug of ours and shows its traceback
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C outside training's own handling: the shell's status for SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn this line into a traceback
+        print(f"attnrepro {args.command}: interrupted; its outputs are not complete", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     return status if isinstance(status, int) else 0  # launch passes on its command's exit status
 
 

@@ -372,17 +372,93 @@ def from_dict(raw: dict[str, Any]) -> Config:
     return cfg
 
 
-def load_config(path: str | Path) -> Config:
-    """Read, validate and build a config file; every problem with it is a `ConfigError` naming the file."""
+def _refuse_duplicate_keys(loader: yaml.SafeLoader, node: yaml.Node, path: Path, key_path: str, seen: set) -> None:
+    """Raise `ConfigError` for a key given twice in one mapping under `node`: YAML would keep the last silently.
+
+    Keys a `<<` merge brings in are not duplicates: a key of its own beside them is the override it means.
+    """
+    if id(node) in seen:  # an alias: its anchor was checked where it was defined
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(loader, item, path, f"{key_path}[{i}]", seen)
+    if not isinstance(node, yaml.MappingNode):
+        return
+    first_line: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            _refuse_duplicate_keys(loader, value_node, path, key_path, seen)
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        name = f"{key_path}.{key}" if key_path else str(key)
+        line = key_node.start_mark.line + 1
+        if isinstance(key, (str, int, float, bool)) and key in first_line:
+            raise ConfigError(
+                f"{path}:{line}: {name} is given twice (lines {first_line[key]} and {line}); "
+                "YAML would keep only the second: rename or remove one"
+            )
+        if isinstance(key, (str, int, float, bool)):
+            first_line[key] = line
+        _refuse_duplicate_keys(loader, value_node, path, name, seen)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A config file's data (YAML, or JSON as Snakemake also accepts); a `ConfigError` naming the file (and
+    line) when it is missing, not YAML, or gives a key twice in one mapping."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot be read: {err}") from err
+    try:
+        node = loader.get_single_node()
+        if node is None:  # an empty file
+            return None
+        _refuse_duplicate_keys(loader, node, path, "", set())
+        return loader.construct_document(node)
+    except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)  # where the parser stopped, for a syntax error
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from err
+    finally:
+        loader.dispose()
+
+
+def check_config_files(paths: list[str | Path]) -> dict[Path, Any]:
+    """Each config file Snakemake was given, read with `read_yaml`: Snakemake's own loader keeps the last of
+    a key given twice without a word, so the Snakefile reads its files with ours before anything runs."""
+    return {Path(path): read_yaml(path) for path in paths}
+
+
+def lock_file_of(files: dict[Path, Any]) -> Path:
+    """Where sizes and sha256 that data.wmt.files does not give are pinned: NAME.lock.yaml beside the first
+    config file that names data.wmt.files, so that an overlay given after it (seeds, a mirror) reads and
+    writes the same pins; beside the last config file when none names them."""
+    for path, raw in files.items():
+        data = raw.get("data") if isinstance(raw, dict) else None
+        wmt = data.get("wmt") if isinstance(data, dict) else None
+        if isinstance(wmt, dict) and "files" in wmt:
+            return path.with_name(f"{path.stem}.lock.yaml")
+    last = list(files)[-1] if files else Path("config.yaml")
+    return last.with_name(f"{last.stem}.lock.yaml")
+
+
+def check_mirror(cfg: Config) -> None:
+    """data.wmt.mirror must be a folder when the workflow is parsed, so that a dry run names a mistyped one
+    (the download job checks it again: a folder can go away between the plan and the run)."""
+    mirror = cfg.wmt.mirror if cfg.wmt is not None else None
+    if mirror is not None and not Path(mirror).is_dir():
+        where = "" if Path(mirror).is_absolute() else f" (relative to {Path.cwd()})"
+        raise ConfigError(f"data.wmt.mirror: {mirror} is not a folder{where}")
+
+
+def load_config(path: str | Path) -> Config:
+    """Read, validate and build a config file; every problem with it is a `ConfigError` naming the file."""
+    path = Path(path)
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     try:

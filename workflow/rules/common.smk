@@ -6,13 +6,13 @@
 
 import dataclasses
 import re
-from pathlib import Path
 
 import yaml
 
-from attnrepro.config import from_dict
+from attnrepro.config import check_mirror, from_dict, lock_file_of
 
 CFG = from_dict(config)  # semantic checks beyond the schema, before any job runs
+check_mirror(CFG)  # a folder the jobs will read: named by a dry run, not first by the download job
 DATASET = CFG.dataset
 RESULTS = f"results/{DATASET}"
 MODELS = list(CFG.models)
@@ -42,9 +42,8 @@ if CFG.wmt is not None:
     WMT = CFG.wmt
     DOWNLOADS = WMT.download_dir  # shared by every dataset that uses the same archives
     FILE_OF_ARCHIVE = {spec.name: key for key, spec in WMT.files.items()}
-    # Sizes/sha256 the config does not give are pinned beside the config file, as pip pins hashes.
-    CONFIG_FILE = Path(workflow.configfiles[-1]) if workflow.configfiles else Path("config.yaml")
-    LOCK_FILE = WMT.lock_file or str(CONFIG_FILE.with_name(f"{CONFIG_FILE.stem}.lock.yaml"))
+    # Sizes/sha256 the config does not give are pinned beside the config file naming them, as pip pins hashes.
+    LOCK_FILE = WMT.lock_file or str(lock_file_of(CONFIG_FILES))
 
 
 def split_raw(side):

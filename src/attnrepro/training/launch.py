@@ -27,13 +27,14 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 
 from attnrepro.errors import AttnreproError, ConfigError
 
 # No torch here: the launcher waits beside its trainer for the whole job (it was 226 MB RSS with torch).
 PREEMPTED_EXIT_CODE = 75  # EX_TEMPFAIL (sysexits.h): checkpoint written, run the same command again
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)  # SIGINT: Ctrl-C, a stop like SIGTERM
 
 
 def verb_command(verb_args: Sequence[str], gpus: int) -> list[str]:
@@ -91,7 +92,7 @@ def requeue(job_id: str) -> bool:
 
 
 def run(command: Sequence[str], env: Mapping[str, str], allow_requeue: bool = True) -> int:
-    """Run `command`, forwarding SIGTERM/SIGUSR1 to it as SIGTERM; returns its exit status.
+    """Run `command`, forwarding SIGTERM/SIGUSR1/SIGINT to it as SIGTERM; returns its exit status.
 
     A stop requested by a signal (the child exits with PREEMPTED_EXIT_CODE, or dies after we
     received one) returns PREEMPTED_EXIT_CODE, after requeueing the SLURM job when `env` has
@@ -117,7 +118,7 @@ def run(command: Sequence[str], env: Mapping[str, str], allow_requeue: bool = Tr
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if status == PREEMPTED_EXIT_CODE or (received and status != 0):
-        names = ", ".join(signal.Signals(s).name for s in received) or "a signal"
+        names = ", ".join(dict.fromkeys(signal.Signals(s).name for s in received)) or "a signal"  # once each
         print(f"attnrepro launch: stopped by {names} (exit status {status}); checkpoint kept", flush=True)
         job_id = env.get("SLURM_JOB_ID")
         if allow_requeue and job_id:
@@ -128,6 +129,27 @@ def run(command: Sequence[str], env: Mapping[str, str], allow_requeue: bool = Tr
                 print(f"attnrepro launch: SLURM job {job_id} is {state or 'unknown'}; not requeued", flush=True)
         return PREEMPTED_EXIT_CODE
     return status if status >= 0 else 128 - status  # killed by signal N: the shell's 128 + N
+
+
+def pass_interrupts_to_jobs() -> None:
+    """Make SIGINT to Snakemake alone stop its running jobs as Ctrl-C in a terminal does (which signals the
+    whole process group): on SIGINT, Snakemake's local executor starts nothing new but waits for the jobs it
+    started, so a training job ran to its end and was still counted as not done. The handler sends SIGINT to
+    every process Snakemake started (training checkpoints and exits 75, other verbs stop), then raises
+    KeyboardInterrupt, as Python's own handler does, for Snakemake to stop as on Ctrl-C. Called by the
+    Snakefile; only the main thread can set a handler (Snakemake parses there)."""
+    import psutil  # a dependency of Snakemake, which is where this runs
+
+    def interrupt(signum, frame):
+        for process in psutil.Process().children(recursive=True):
+            try:
+                process.send_signal(signal.SIGINT)
+            except psutil.Error:  # it ended meanwhile
+                pass
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def main(verb_args: Sequence[str], gpus: int, allow_requeue: bool) -> int:

@@ -20,9 +20,9 @@ Early stopping (`train.patience` > 0). Every validation is recorded in the state
 the lowest validation loss are kept in `resume/best.pt` (last.pt is written right after, so the
 two agree) and are what `checkpoint.pt` holds, with their step, `stopped_at` and `stop_reason`.
 
-Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the loop
-write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`. A
-non-finite loss or weights stop training naming the step, before the last good checkpoint is lost.
+Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption), or SIGINT (Ctrl-C),
+makes the loop write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`.
+A non-finite loss or weights stop training naming the step, before the last good checkpoint is lost.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from attnrepro.training.validation import loss_fn, valid_loss
 
 
 class Preempted(Exception):
-    """SIGTERM/SIGUSR1 arrived; the checkpoint of `step` is written."""
+    """SIGTERM/SIGUSR1/SIGINT arrived; the checkpoint of `step` is written."""
 
     def __init__(self, name: str, step: int, path: Path):
         super().__init__(f"{name}: stopped by a signal after step {step}; resume state in {path}")
@@ -87,17 +87,18 @@ def seed_everything(seed: int) -> None:
 
 @contextlib.contextmanager
 def stop_requests() -> Iterator[dict[str, bool]]:
-    """{'requested': bool} that turns True on SIGTERM or SIGUSR1 while training runs."""
+    """{'requested': bool} that turns True on SIGTERM, SIGUSR1 or SIGINT while training runs."""
     flag = {"requested": False}
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield flag
         return
 
     def handler(signum, frame):
+        if not flag["requested"]:  # Ctrl-C reaches the trainer twice: from the terminal and from its launcher
+            print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
         flag["requested"] = True
-        print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
     try:
         yield flag
     finally:
@@ -123,7 +124,7 @@ def train(
 ) -> Path:
     """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt.
 
-    Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1, FloatingPointError on bad numbers.
+    Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1/SIGINT, FloatingPointError on bad numbers.
     """
     ranks = ranks or Ranks()  # one process unless torchrun/srun started several
     torch.set_num_threads(threads)
