@@ -422,16 +422,31 @@ def test_the_plateau_rule_counts_from_the_last_real_improvement_and_keeps_the_lo
     from attnrepro.training.state import EarlyStopping
 
     early = EarlyStopping()
-    for step, loss in enumerate([3.0, 2.0, 1.99, 1.985], start=1):
+    for step, loss in enumerate([3.0, 2.0, 1.995, 1.991], start=1):
         assert not early.stopped
         early.record(loss, step, min_delta=0.01, patience=2)
-    # 1.99 and 1.985 are each below the best so far, but neither is 1 % below 2.0 (the last real gain)
+    # 1.995 and 1.991 are each below the best so far, but neither lowers the perplexity 1 % below exp(2.0)
     assert (early.stopped, early.without_improvement, early.reference) == (True, 2, 2.0)
-    assert (early.best_step, early.best_loss, early.last_loss) == (4, 1.985, 1.985)
+    assert (early.best_step, early.best_loss, early.last_loss) == (4, 1.991, 1.991)
     never = EarlyStopping()
     for step in range(1, 10):
         never.record(3.0, step, min_delta=0.01, patience=0)  # patience 0: kept, never stops
     assert not never.stopped and never.best_step == 1
+
+
+@pytest.mark.parametrize(
+    ("losses", "improved"),
+    [([3.0, 2.985], True), ([3.0, 2.995], False), ([0.1, 0.0899], True), ([0.1, 0.095], False)],
+    ids=["high_0.015_nats", "high_0.005_nats", "low_0.0101_nats", "low_5_percent_of_the_loss"],
+)
+def test_an_improvement_is_a_1_percent_fall_of_the_perplexity_whatever_the_loss(losses, improved):
+    """-ln(0.99) = 0.01005 nats: 0.5 % of a loss of 3 counts, 5 % of a loss of 0.1 does not."""
+    from attnrepro.training.state import EarlyStopping
+
+    early = EarlyStopping()
+    for step, loss in enumerate(losses, start=1):
+        early.record(loss, step, min_delta=0.01, patience=1)
+    assert early.stopped is not improved and early.best_loss == losses[-1]
 
 
 def test_a_plateau_lowers_the_learning_rate_while_decays_remain_then_stops():
@@ -479,7 +494,7 @@ def _plateau_counts(valid: list[tuple[int, float]], min_delta: float) -> list[tu
     """(step, validations without improvement) after each logged validation, by the rule."""
     reference, without, counts = math.inf, 0, []
     for step, loss in valid:
-        reference, without = (loss, 0) if loss <= reference * (1 - min_delta) else (reference, without + 1)
+        reference, without = (loss, 0) if loss <= reference + math.log1p(-min_delta) else (reference, without + 1)
         counts.append((step, without))
     return counts
 

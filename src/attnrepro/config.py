@@ -141,7 +141,7 @@ class TrainConfig:
     log_every: int = 50
     valid_every: int = 500
     checkpoint_every: int = 500
-    patience: int = 0  # validations without a relative gain of min_delta before stopping; 0 = run to max_steps
+    patience: int = 0  # validations in a row whose perplexity did not fall by min_delta (relative); 0 = never stop
     min_delta: float = 0.01
     plateau_decay: float = 0.5  # on a plateau, the learning rate's factor instead of stopping ...
     plateau_decays: int = 0  # ... this many times (0: stop at the first plateau)

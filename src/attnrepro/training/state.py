@@ -73,9 +73,11 @@ class MetricWindow:
 class EarlyStopping:
     """The validation record: the lowest loss and its step (the weights translated), and the plateau rule.
 
-    A validation improves when its loss is below the reference by at least `min_delta` of the
-    reference; the reference is the loss of the last such validation (as PyTorch's
-    ReduceLROnPlateau and Keras' EarlyStopping count). After `patience` validations in a row
+    A validation improves when its perplexity exp(loss) is below the reference's by at least
+    `min_delta` of it, i.e. its loss at least -ln(1 - min_delta) nats below (0.01005 for 1 %): the
+    same gain in the probability of each token whatever the loss, where a fraction of the loss
+    itself asks ever less of a model as its loss nears 0. The reference is the loss of the last such
+    validation (as PyTorch's ReduceLROnPlateau and Keras' EarlyStopping count). After `patience` validations in a row
     without one, the plateau is ended by a lower learning rate while `decays` remain (`lr_scale`,
     the factor on the schedule, is multiplied by `decay` and the count starts again), else
     training stops. Losses are compared as logged (5 decimals).
@@ -97,7 +99,7 @@ class EarlyStopping:
         self.last_loss = loss
         if loss < self.best_loss:
             self.best_loss, self.best_step = loss, step
-        if loss < self.reference and loss <= self.reference * (1 - min_delta):  # a relative gain >= min_delta
+        if loss <= self.reference + math.log1p(-min_delta):  # perplexity down by >= min_delta, relative
             self.reference, self.without_improvement = loss, 0
         else:
             self.without_improvement += 1
