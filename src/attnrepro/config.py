@@ -160,6 +160,17 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class MeasuredThroughput:
+    """A model's training throughput measured on one GPU (benchmarks/gpu_train.py): what `attnrepro estimate`
+    prices it from instead of `throughput_tflops`. `train` holds the train settings it was measured with."""
+
+    tokens_per_s: float  # padded source + target tokens per second per GPU, at the model's batch
+    gpu: str
+    source: str  # where the number comes from: a record of docs/measurements.md, a commit
+    train: dict[str, Any] = field(default_factory=dict)  # e.g. {precision: bf16, compile: false}
+
+
+@dataclass(frozen=True)
 class ResourcesConfig:
     """What a model's train/translate jobs ask for: top-level `resources`, `models.NAME.resources` over it."""
 
@@ -174,6 +185,7 @@ class ResourcesConfig:
     slurm_extra: tuple[str, ...] = ()
     signal_s: int = 600
     throughput_tflops: float = 40.0
+    measured: MeasuredThroughput | None = None  # models.NAME.resources only; None: priced at throughput_tflops
     priority: int = 0  # Snakemake starts the higher first when jobs wait for cores; scores and figures: 0
 
 
@@ -307,7 +319,10 @@ def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
 
 def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConfig:
     """The top-level resources with the model's own keys over them."""
-    return replace(top, **{k: tuple(v) if isinstance(v, list) else v for k, v in own.items()})
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in own.items()}
+    if "measured" in values:
+        values["measured"] = MeasuredThroughput(**values["measured"])
+    return replace(top, **values)
 
 
 def _seed_runs(models: dict[str, ModelConfig], seeds: list[int] | None) -> dict[str, ModelConfig]:
