@@ -146,6 +146,8 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
+    step_compile: str = "none"  # none | fused | graphed: the 2014 decoders' teacher-forced steps (models.step_compile)
+    loss_chunk_tokens: int = 0  # > 0: the loss of that many target positions at a time (training.objective)
     average_last: int = 1
     valid_bleu: bool = False
 
