@@ -27,7 +27,8 @@ backward, as torch.utils.flop_counter counts them (cuDNN off for that one count,
 matmuls are seen; element-wise work uncounted), and `6ND` = 6 x parameters x (source + target) tokens,
 which sends every token through every parameter and so overcounts an encoder-decoder; each against the
 GPU's dense peak for the precision (tensor-core bf16; fp32 without TF32, as the training loop runs it).
-`saved_gb`: tensors autograd keeps for backward in that fp32 count (activation memory, any device).
+`saved_gb`: tensors one batch's fp32 forward keeps for backward, weights not counted (its activation memory;
+`--count-only` reports it and the weights' state without timing, on any device: a prediction of fitting).
 `measured`: the result as a `models.NAME.resources.measured` entry for the config (attnrepro estimate).
 """
 
@@ -169,7 +170,7 @@ class Setup:
         self.length = args.length or min(self.tc.max_src_len // 2, 27)
         batch_tokens = 160 if args.tiny else self.tc.batch_tokens
         self.batches = self.tc.batches_per_update(1) * micro  # out of memory: the same update in more pieces
-        self.sentences = max(1, batch_tokens // (2 * self.length) // micro)
+        self.sentences = args.sentences or max(1, batch_tokens // (2 * self.length) // micro)
         g = torch.Generator(device="cpu").manual_seed(1)
         shape = (self.batches, self.sentences, self.length + 1)
         src = torch.randint(4, src_vocab, shape[:2] + (self.length,), generator=g).to(self.device)
@@ -199,18 +200,37 @@ class Setup:
 
 
 def count_update(setup: Setup) -> tuple[float, float]:
-    """(matmul FLOPs of one fp32 eager update, GB of tensors saved for backward), cuDNN off so RNNs are counted."""
+    """(matmul FLOPs of one fp32 eager update, cuDNN off so that the RNNs' are counted; GB of the tensors one
+    batch's forward saves for backward, the weights not counted: the activation memory of a batch)."""
+    cudnn = torch.backends.cudnn.flags(enabled=False) if setup.device.type == "cuda" else contextlib.nullcontext()
+    with cudnn, FlopCounterMode(display=False) as counter:
+        setup.update()
+    weights = {p.untyped_storage().data_ptr() for p in setup.model.parameters()}
     saved: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            saved[storage.data_ptr()] = storage.nbytes()
         return t
 
-    cudnn = torch.backends.cudnn.flags(enabled=False) if setup.device.type == "cuda" else contextlib.nullcontext()
-    with cudnn, FlopCounterMode(display=False) as counter:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            setup.update()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = setup.forward(*setup.data[0])
+    del loss
     return float(counter.get_total_flops()), sum(saved.values()) / 2**30
+
+
+STATE_BYTES = {"adam": 16, "adadelta": 16, "sgd": 8}  # fp32 weights + gradients + the optimizer's state, a parameter
+
+
+def count_only(setup: Setup, counted: tuple[float, float]) -> dict:
+    """What one update needs without running it on a GPU: weights, gradients and optimizer state (exact), and
+    the tensors saved for backward (counted in the fp32 eager update, for `sentences` a batch)."""
+    parameters = count_parameters(setup.model)
+    state_gb = parameters * STATE_BYTES[setup.tc.optimizer] / 2**30
+    return {"parameters": parameters, "sentences": setup.sentences, "length": setup.length,
+            "counted_flops_per_update": counted[0], "saved_gb": round(counted[1], 4),
+            "state_gb": round(state_gb, 3)}  # fmt: skip
 
 
 def measure(stem: str, cfg: Config, name: str, variant: str, args: argparse.Namespace, counts: dict) -> dict:
@@ -226,6 +246,8 @@ def measure(stem: str, cfg: Config, name: str, variant: str, args: argparse.Name
                 plain = Setup(cfg, name, args, {"fp32"}, micro)
                 counts[name] = count_update(plain)
                 del plain
+            if args.count_only:
+                return result | count_only(setup, counts[name])
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
@@ -299,6 +321,10 @@ def summary(results: list[dict]) -> str:
     lines = ["| model | variant | tokens/s | target tokens/s | update (ms) | MFU counted | MFU 6ND | peak GB |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in results:
+        if "state_gb" in r:  # --count-only
+            what = f"{r['sentences']} sentences: {r['saved_gb']} GB saved for backward, {r['state_gb']} GB of state"
+            lines.append(f"| {r['config']}/{r['model']} | {r['variant']} | {what} |||||")
+            continue
         if "tokens_per_s" not in r:
             lines.append(f"| {r['config']}/{r['model']} | {r['variant']} | {r.get('error') or 'out of memory'} |||||")
             continue
@@ -317,6 +343,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variants", nargs="+", help="precision[+option...] (default: default_plan's order)")
     ap.add_argument("--tiny", action="store_true", help="every model at a few units, 160-token batches")
     ap.add_argument("--length", type=int, help="tokens per sentence on each side")
+    ap.add_argument("--sentences", type=int, help="sentences per batch (default: batch_tokens / (2 x length))")
+    ap.add_argument("--count-only", action="store_true", help="no timing: FLOPs, saved tensors, weight state")
     ap.add_argument("--warmup", type=int, help="updates before timing, +3 where something compiles (3; --tiny 1)")
     ap.add_argument("--steps", type=int, help="updates per timed repeat (5; --tiny 2)")
     ap.add_argument("--repeats", type=int, help="timed repeats, the median reported (3; --tiny 1)")
