@@ -220,3 +220,16 @@ def test_each_train_job_asks_for_its_model_resources_and_the_estimated_runtime(t
     assert planned["rnnencdec20"]["slurm_extra"].startswith(f"--signal=TERM@{estimated * 60 // 4} ")
     own = planned["rnnsearch10"]
     assert (own["gpu"], own["mem_mb"], own["runtime"]) == ("2", "1500", "30")
+
+
+def test_the_bill_in_docs_cluster_md_is_what_estimate_prints_for_both_configs():
+    """docs/cluster.md's table is regenerated from the configs (and their measurements), not edited by hand."""
+    fr, de = load_config(REPO / "config/wmt14_en_fr.yaml"), load_config(REPO / "config/wmt14_en_de.yaml")
+    text = (REPO / "docs/cluster.md").read_text()
+    for name in fr.models:
+        row = re.search(rf"^\| `{name}` \|(.*)\|$", text, re.M).group(1).split(" | ")
+        a, b = estimate(fr, name), estimate(de, name)
+        priced = a.priced_from if a.priced_from == b.priced_from else f"{a.priced_from} / {b.priced_from}"
+        assert row[-5:-2] == [priced, f"{a.gpu_hours:,.1f}", f"{b.gpu_hours:,.1f}"], name
+    hours = sum(estimate(c, n).gpu_hours for c in (fr, de) for n in c.models)
+    assert f"Both grids together: **{hours:,.0f} GPU-hours**" in text
