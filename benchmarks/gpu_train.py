@@ -17,9 +17,10 @@ each side (default min(max_src_len / 2, 27): 80 sentences of 25 + 25 for the -50
 Variants: a precision (fp32 | bf16: autocast, as `train.precision`) and options joined by `+`:
 `fused` / `graphed` (`train.step_compile`, the 2014 decoders' steps), `compiled` (`train.compile`: the
 whole objective), `chunked` (`train.loss_chunk_tokens` 4096), `explicit` (the Transformer's attention
-as softmax(QK^T/√d)V without the fused kernel: the code before SDPA, a baseline). A variant that does not
-apply to a model (graphed for the Transformer) is skipped. Where a batch does not fit (out of memory),
-it is split in 2, then 4 micro-batches of the same update, and the result says so.
+as softmax(QK^T/√d)V without the fused kernel: the code before SDPA, a baseline), `bN` (the Transformer's
+batches of N tokens instead of the config's, the update's 50 000 kept by accumulating fewer of them). A
+variant that does not apply to a model (graphed for the Transformer) is skipped. Where a batch does not fit
+(out of memory), it is split in 2, then 4 micro-batches of the same update, and the result says so.
 
 Each result (one JSON line, appended to `--out`): peak GPU memory; source + target and target tokens/s;
 FLOP utilisation by two counts: `counted` = the matmul FLOPs actually executed in one update, forward and
@@ -40,6 +41,7 @@ import json
 import statistics
 import subprocess
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -66,7 +68,14 @@ PEAK_TFLOPS = {  # dense, per GPU: (bf16 tensor cores, fp32 without TF32); the f
 }
 COST_FREE_PARAMS = {"dropout", "length_ratio", "width", "init", "init_range", "reverse_source"}  # not sizes
 STEP_ARCHS = {"rnnenc", "rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet"}
-OPTIONS = {"fused", "graphed", "compiled", "chunked", "explicit"}
+OPTIONS = {"fused", "graphed", "compiled", "chunked", "explicit"}  # and bN: batches of N tokens
+
+
+def batch_option(options: set[str]) -> int | None:
+    """N of an option `bN` (batches of N tokens, the update kept by accumulating more or fewer of them)."""
+    return next((int(o[1:]) for o in options if o[:1] == "b" and o[1:].isdigit()), None)
+
+
 CHUNK_TOKENS = 4096
 TINY = {  # --tiny: each architecture at a few units, to check the script in seconds
     "rnnenc": {"emb": 8, "hidden": 16, "maxout": 8},
@@ -90,7 +99,8 @@ def default_plan(models: list[tuple[str, Config, str]], device: str) -> list[tup
         return [(v, m) for v in ("fp32", "bf16") for m in models]
     key = [m for m in models if (m[0], m[2]) in YARDSTICKS]
     rest = [m for m in models if (m[0], m[2]) not in YARDSTICKS]
-    first = ["bf16", "bf16+explicit", "bf16+graphed", "bf16+chunked", "fp32", "bf16+compiled+chunked", "bf16+fused"]
+    first = ["bf16", "bf16+explicit", "bf16+graphed", "bf16+chunked", "bf16+chunked+b50000", "fp32",
+             "bf16+compiled+chunked", "bf16+compiled+chunked+b25000", "bf16+fused"]  # fmt: skip
     plan = [(v, m) for m in key for v in first]
     plan += [(v, m) for v in ("bf16", "bf16+graphed", "bf16+chunked", "fp32") for m in rest]
     return [(v, m) for v, m in plan if applies(m[1].model(m[2]).arch, set(v.split("+")[1:]))]
@@ -99,7 +109,7 @@ def default_plan(models: list[tuple[str, Config, str]], device: str) -> list[tup
 def applies(arch: str, options: set[str]) -> bool:
     if options & {"fused", "graphed"} and arch not in STEP_ARCHS:
         return False
-    if options & {"chunked", "explicit"} and arch != "transformer":
+    if options & {"chunked", "explicit"} and arch != "transformer" or batch_option(options) and arch != "transformer":
         return False
     return not ("compiled" in options and arch in STEP_ARCHS)  # the unrolled loop: minutes of compiling a shape
 
@@ -155,7 +165,8 @@ class Setup:
 
     def __init__(self, cfg: Config, name: str, args: argparse.Namespace, options: set[str], micro: int):
         mc: ModelConfig = cfg.model(name)
-        self.mc, self.tc, self.device = mc, mc.train, torch.device(args.device)
+        tc = mc.train if batch_option(options) is None else replace(mc.train, batch_tokens=batch_option(options))
+        self.mc, self.tc, self.device = mc, tc, torch.device(args.device)
         src_vocab, tgt_vocab = (200, 200) if args.tiny else vocab_sizes(cfg, name)
         params = dict(mc.params) | (TINY[mc.arch] if args.tiny else {})
         torch.manual_seed(0)

@@ -27,7 +27,8 @@ def _benchmark(tmp_path: Path, *args: str) -> list[dict]:
 
 def test_every_variant_that_applies_is_measured_once_per_distinct_model(tmp_path):
     models = ["rnnsearch50", "seq2seq", "transformer_base"]
-    results = _benchmark(tmp_path, "--models", *models, "--variants", "fp32", "bf16+chunked", "fp32+explicit")
+    variants = ["fp32", "bf16+chunked", "fp32+explicit", "fp32+b25000"]
+    results = _benchmark(tmp_path, "--models", *models, "--variants", *variants)
     measured = {(r["config"], r["model"], r["variant"]) for r in results}
     assert measured == {
         ("wmt14_en_fr", "rnnsearch50", "fp32"),  # En-De's RNNsearch-50 is the same model and batch: once
@@ -38,10 +39,12 @@ def test_every_variant_that_applies_is_measured_once_per_distinct_model(tmp_path
         ("wmt14_en_de", "transformer_base", "bf16+chunked"),
         ("wmt14_en_fr", "transformer_base", "fp32+explicit"),
         ("wmt14_en_de", "transformer_base", "fp32+explicit"),
+        ("wmt14_en_fr", "transformer_base", "fp32+b25000"),  # 25 000-token batches: 2 to an update, not 4
+        ("wmt14_en_de", "transformer_base", "fp32+b25000"),
     }
     for r in results:
         assert "error" not in r, r
-        batches = 4 if r["arch"] == "transformer" else 1  # update_tokens 50 000 of 12 500-token batches
+        batches = {"rnnsearch": 1, "seq2seq": 1}.get(r["arch"], 2 if "b25000" in r["variant"] else 4)  # of 50 000
         assert r["tokens_per_update"] == batches * r["sentences"] * 2 * r["length"]
         assert r["tokens_per_s"] == pytest.approx(r["tokens_per_update"] / r["update_s"], rel=1e-3)
         assert r["tgt_tokens_per_s"] == pytest.approx(r["tokens_per_s"] / 2, abs=1)
