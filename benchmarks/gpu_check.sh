@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
-# The GPU check, one script of about 5 minutes on one GPU:
-#   1. config/test.yaml (300 updates a model) end to end through Snakemake with train.device: cuda and
-#      search.device: cuda (one model in bf16), then the same DAG on the CPU: both BLEU scores, and which device each
-#      job trained and searched on (from its log);
-#   1b. benchmarks/gpu_bf16_steps.py: one bf16 training step of every architecture;
-#   2. benchmarks/gpu_search.py: the search on the GPU gives the CPU's hypotheses (every architecture),
-#      validation BLEU on the GPU, paper-size sentences/s by sentence and by token batches;
-#   3. benchmarks/gpu_mfu.py: Transformer-base bf16 training throughput and MFU, eager and compiled.
-# Everything it prints goes to $OUT/gpu_check.log ($OUT: where the lent machine collects results;
-# default results/gpu_check). On a machine whose Python lacks Snakemake or sacremoses, put their
-# wheels in .whl/ (benchmarks/README or docs/measurements.md say how): they are installed to /tmp/site.
+# The GPU check of issue 27: one script of at most 10 minutes on one GPU. Each part runs under its own
+# `timeout` and a failed part never stops the next; everything goes to $OUT (the device tool's folder;
+# default results/gpu_check): gpu_check.log, gpu_train.jsonl, m30k/.
 #
-#     bash benchmarks/gpu_check.sh
+#   A. benchmarks/gpu_train.py (GPU_TRAIN_BUDGET_S, default 250 s of starting new variants; killed at +60 s):
+#      every model of config/wmt14_en_{fr,de}.yaml at its paper size and batch, in default_plan's order:
+#      RNNsearch-50 and Transformer-base (En-De) first, baseline (bf16 eager; the Transformer's attention
+#      before SDPA) then the new paths (graphed steps, chunked loss, compiled), then every model in bf16
+#      eager (does it fit one GPU, how fast), the others' graphed steps and chunked loss, then fp32.
+#   B. Multi30k En-De end to end on the GPU (config/overlays/multi30k_gpu.yaml; M30K_TIMEOUT_S, default 300 s):
+#      wall time, each job's time, BLEU of every model beside the CPU run's intervals (docs/measurements.md).
+#      The data come from a mirror of the six published .gz files (nothing downloads on the device machine):
+#      $M30K_MIRROR, else results/mirror/multi30k, else ../shared/data/real/multi30k. On this project's
+#      machines, before calling the device tool:
+#          mkdir -p results/mirror && cp -r ../shared/data/real/multi30k results/mirror/
+#      and pass carry=["results/mirror"] (results/ is git-ignored, so it travels only when carried).
+#   legacy: the 2026-12-04 check (config/test.yaml on CUDA and CPU, bf16 steps, search parity, gpu_mfu.py).
+#
+#     bash benchmarks/gpu_check.sh                   # PARTS="train m30k"
+#     PARTS=m30k M30K_TIMEOUT_S=540 bash benchmarks/gpu_check.sh
+#     GPU_TRAIN_ARGS="--device cpu --tiny" M30K_SNAKEMAKE_ARGS=-n bash benchmarks/gpu_check.sh  # the plumbing, on a CPU
+#
+# The first run of the 2026-12-04 check found the machine's Python without Snakemake and sacremoses (needed
+# here too: configs are validated through snakemake.utils): put their wheels in .whl/, carried like the mirror;
+# they are installed to /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu_check}
+PARTS=${PARTS:-train m30k}
 mkdir -p "$OUT"
-exec > >(tee "$OUT/gpu_check.log") 2>&1
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 export PYTHONUNBUFFERED=1
 PY=$(command -v python3 || command -v python)
 
@@ -33,14 +46,62 @@ if ! command -v attnrepro >/dev/null; then  # the rules call the console script:
   export PATH=/tmp/attnrepro-bin:$PATH
 fi
 
-echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), parts: $PARTS"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+nproc
 
-echo "== 1. config/test.yaml through Snakemake, on the GPU and on the CPU"
-work=$(mktemp -d)
-for device in cuda cpu; do
-  "$PY" - "$device" "$work/$device.yaml" <<'EOF'
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
+if part train; then
+  echo "== A. every model at paper size: benchmarks/gpu_train.py ($(date -u +%T))"
+  budget=${GPU_TRAIN_BUDGET_S:-250}
+  # shellcheck disable=SC2086  # GPU_TRAIN_ARGS: several arguments
+  timeout $((budget + 60)) "$PY" benchmarks/gpu_train.py --warmup 2 --steps 3 --repeats 2 --budget-s "$budget" \
+    --out "$OUT/gpu_train.jsonl" ${GPU_TRAIN_ARGS:-} || echo "FAILED or cut: gpu_train.py (exit $?)"
+fi
+
+if part m30k; then
+  echo "== B. Multi30k En-De end to end on the GPU ($(date -u +%T))"
+  mirror=${M30K_MIRROR:-}
+  for candidate in results/mirror/multi30k ../shared/data/real/multi30k; do
+    [ -z "$mirror" ] && [ -f "$candidate/train.en.gz" ] && mirror=$candidate
+  done
+  if [ -z "$mirror" ]; then
+    echo "FAILED: no Multi30k mirror (M30K_MIRROR, results/mirror/multi30k, ../shared/data/real/multi30k)"
+  else
+    work=$(mktemp -d)
+    printf 'data:\n  wmt:\n    mirror: %s\n' "$(realpath "$mirror")" >"$work/mirror.yaml"
+    echo "the CPU run (docs/measurements.md, 2026-12-05), test BLEU [95 % CI]: rnnencdec 20.28 [19.09, 21.45]," \
+      "rnnsearch 31.19 [29.82, 32.79], seq2seq (2 x 384) 19.79 [18.69, 20.98], transformer 35.05 [33.34, 36.70]"
+    start=$(date +%s)
+    # shellcheck disable=SC2086  # M30K_SNAKEMAKE_ARGS: several arguments
+    timeout "${M30K_TIMEOUT_S:-300}" snakemake --cores "$(nproc)" -d "$work/run" -q ${M30K_SNAKEMAKE_ARGS:-} \
+      --configfile config/multi30k_en_de.yaml config/overlays/multi30k_gpu.yaml "$work/mirror.yaml" \
+      || echo "FAILED or cut: Multi30k on the GPU (exit $?)"
+    echo "Multi30k on the GPU: $(( $(date +%s) - start )) s from the mirror to the last job"
+    results=$work/run/results/multi30k_en_de_gpu
+    mkdir -p "$OUT/m30k"
+    for tsv in "$results"/benchmarks/*.tsv; do
+      [ -f "$tsv" ] && echo "  $(basename "$tsv" .tsv): $(tail -1 "$tsv" | cut -f1,3)"  # seconds, max RSS (MB)
+    done
+    for model in rnnencdec rnnsearch seq2seq transformer; do
+      [ -d "$results/$model" ] || continue
+      mkdir -p "$OUT/m30k/$model"
+      cp "$results/$model"/{bleu.json,train_log.csv,bleu_by_length.csv} "$OUT/m30k/$model/" 2>/dev/null
+      "$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); print('  ', sys.argv[2], 'BLEU', b['bleu'], b.get('bleu_ci'))" \
+        "$results/$model/bleu.json" "$model" 2>/dev/null || echo "   $model: no BLEU"
+      grep -m1 -o 'on cuda[:0-9]*' "$results/logs/train_$model.log" 2>/dev/null | sed "s/^/   $model trained /"
+    done
+    cp -r "$results/tables" "$results/logs" "$results/benchmarks" "$OUT/m30k/" 2>/dev/null
+  fi
+fi
+
+if part legacy; then
+  echo "== legacy: config/test.yaml on the GPU and the CPU, bf16 steps, search parity, gpu_mfu.py"
+  work=$(mktemp -d)
+  for device in cuda cpu; do
+    "$PY" - "$device" "$work/$device.yaml" <<'EOF'
 import sys, yaml
 device, out = sys.argv[1], sys.argv[2]
 raw = yaml.safe_load(open("config/test.yaml"))
@@ -52,24 +113,14 @@ for i, m in enumerate(raw["models"].values()):
 raw["search"] = {**raw.get("search", {}), "device": device}
 yaml.safe_dump(raw, open(out, "w"))
 EOF
-  start=$(date +%s)
-  timeout 240 snakemake --cores 4 --scheduler greedy --configfile "$work/$device.yaml" -d "$work/run" -q \
-    || echo "FAILED: snakemake on $device (exit $?)"
-  echo "$device: DAG in $(( $(date +%s) - start )) s"
-  for log in "$work"/run/results/gpu_check_"$device"/logs/{train,translate}_*.log; do
-    [ -f "$log" ] && echo "  $(basename "$log"): $(grep -m1 -o ' on [a-z]*[:0-9]*\|([a-z]*[:0-9]*)$' "$log" | head -1)"
+    timeout 240 snakemake --cores 4 --scheduler greedy --configfile "$work/$device.yaml" -d "$work/run" -q \
+      || echo "FAILED: snakemake on $device (exit $?)"
+    for bleu in "$work"/run/results/gpu_check_"$device"/*/bleu.json; do
+      "$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); print('  ', b['model'], 'BLEU', b['bleu'])" "$bleu"
+    done
   done
-  for bleu in "$work"/run/results/gpu_check_"$device"/*/bleu.json; do
-    "$PY" -c "import json,sys; b=json.load(open(sys.argv[1])); print('  ', b['model'], 'BLEU', b['bleu'], b.get('bleu_ci'))" "$bleu"
-  done
-done
-
-echo "== 1b. a bf16 training step of every architecture (benchmarks/gpu_bf16_steps.py)"
-timeout 60 "$PY" benchmarks/gpu_bf16_steps.py || echo "FAILED: bf16 training steps (exit $?)"
-
-echo "== 2. beam search on the GPU (benchmarks/gpu_search.py)"
-timeout 150 "$PY" benchmarks/gpu_search.py --sentences 256 || echo "FAILED or cut: gpu_search.py (exit $?)"
-
-echo "== 3. Transformer-base training throughput and MFU (benchmarks/gpu_mfu.py)"
-timeout 150 "$PY" benchmarks/gpu_mfu.py --steps 10 --repeats 2 --out "$OUT/gpu_mfu.jsonl" || echo "FAILED or cut: gpu_mfu.py (exit $?)"
+  timeout 60 "$PY" benchmarks/gpu_bf16_steps.py || echo "FAILED: bf16 training steps (exit $?)"
+  timeout 150 "$PY" benchmarks/gpu_search.py --sentences 256 || echo "FAILED or cut: gpu_search.py (exit $?)"
+  timeout 150 "$PY" benchmarks/gpu_mfu.py --steps 10 --repeats 2 --out "$OUT/gpu_mfu.jsonl" || echo "FAILED: gpu_mfu.py"
+fi
 echo "== done $(date -u +%FT%TZ)"

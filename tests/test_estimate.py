@@ -90,6 +90,53 @@ def test_bad_model_resources_are_rejected_naming_the_key(resources, key):
         from_dict(raw)
 
 
+MEASURED = {"tokens_per_s": 2000.0, "gpu": "NVIDIA H100 80GB HBM3", "source": "a test"}
+
+
+def test_a_measured_model_is_priced_from_its_tokens_per_second_the_others_from_the_guess():
+    raw = _config(**{"resources.throughput_tflops": 10.0})
+    raw["models"]["rnnsearch10"]["resources"] = {"measured": MEASURED | {"train": {"precision": "bf16"}}}
+    cfg = from_dict(raw)
+    b = estimate(cfg, "rnnsearch10")
+    assert b.gpu_hours == pytest.approx(20 * 400 / 2000.0 / 3600)  # tokens of the schedule / measured tokens/s
+    assert b.throughput_tflops == pytest.approx(b.train_flops / (b.gpu_hours * 3600) / 1e12)
+    assert b.priced_from == "measured: 2 k tokens/s on NVIDIA H100 80GB HBM3"
+    assert b.notes == ("train.precision: measured with 'bf16', configured 'fp32'",)
+    guessed = estimate(cfg, "rnnencdec20")
+    assert guessed.priced_from == "10 TFLOP/s (not measured)" and guessed.notes == ()
+    assert guessed.gpu_hours == pytest.approx(guessed.train_flops / 10e12 / 3600)
+    raw["models"]["rnnsearch10"]["resources"] = {"measured": MEASURED, "gpu": 4}
+    four = estimate(from_dict(raw), "rnnsearch10")
+    assert four.wall_hours == pytest.approx(four.gpu_hours / 4)  # measured per GPU, scaled linearly
+
+
+@pytest.mark.parametrize(
+    "where, measured, key",
+    [
+        ("model", {"tokens_per_s": 2000.0, "gpu": "H100"}, "source"),  # a number without its source
+        ("model", MEASURED | {"train": {"lr": 1.0}}, "lr"),  # only settings that change the speed
+        ("top", MEASURED, "measured"),  # a measurement prices one model, never every model
+    ],
+)
+def test_a_measurement_needs_its_source_and_belongs_to_one_model(where, measured, key):
+    raw = _config()
+    if where == "top":
+        raw["resources"] = {"measured": measured}
+    else:
+        raw["models"]["rnnsearch10"]["resources"] = {"measured": measured}
+    with pytest.raises(Exception, match=key):
+        from_dict(raw)
+
+
+def test_the_wmt14_en_de_transformer_base_is_priced_from_the_h200_measurement():
+    cfg = load_config(REPO / "config/wmt14_en_de.yaml")
+    b = estimate(cfg, "transformer_base")
+    assert b.priced_from.startswith("measured: 518 k tokens/s on NVIDIA H200")
+    assert b.gpu_hours == pytest.approx(100000 * 50000 / 518000 / 3600)
+    assert any("train.precision" in note for note in b.notes)  # measured in bf16; the config trains fp32
+    assert estimate(cfg, "rnnsearch50").priced_from == "40 TFLOP/s (not measured)"
+
+
 def test_vaswani_table_2_costs_bound_our_transformer_estimates():
     """Vaswani et al. 2017, Table 2 gives training cost as hours x GPUs x 9.5 TFLOPS (P100):
     3.3e18 (base), 2.3e19 (big). Actual work, 6 N D, must come out below and within 2x."""
@@ -99,15 +146,40 @@ def test_vaswani_table_2_costs_bound_our_transformer_estimates():
         assert paper / 2 < flops < paper, (model, flops)
 
 
-def test_the_cli_writes_budget_csv_under_the_dataset_tables(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "attnrepro.cli", "estimate", "--config", str(REPO / "config/test.yaml")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+def _attnrepro(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The `attnrepro` console script of this environment (README command 2 installs it)."""
+    script = Path(sys.executable).with_name("attnrepro")
+    return subprocess.run([str(script), *args], cwd=cwd, capture_output=True, text=True)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_estimate_is_a_query_that_writes_nothing_and_says_a_long_run_continues_across_requeued_jobs(tmp_path):
+    """Issue 26, item 8: `attnrepro estimate` wrote results/{dataset}/tables/budget.csv as a side effect, and printed
+    seq2seq's 2 880-min time limit below its 78.8 GPU-hours without saying that the run continues across jobs."""
+    old = tmp_path / "results/wmt14_en_fr/tables/budget.csv"
+    old.parent.mkdir(parents=True)
+    old.write_text("model\nan earlier bill\n")
+    before = _tree(tmp_path)
+    done = _attnrepro("estimate", "--config", str(REPO / "config/wmt14_en_fr.yaml"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    with open(tmp_path / "results/synthetic_test/tables/budget.csv") as f:
+    assert _tree(tmp_path) == before  # nothing under results/ written or changed
+    b = estimate(load_config(REPO / "config/wmt14_en_fr.yaml"), "seq2seq")
+    jobs = math.ceil(b.wall_hours * 60 / (b.runtime_min - 10))  # each job checkpoints signal_s (600 s) early
+    assert b.runtime_min == 2880 and jobs >= 2
+    line = (
+        f"seq2seq: {b.wall_hours:,.1f} h on 1 GPU exceed one job's 2,880-min time limit: the run continues across "
+        f"about {jobs} requeued jobs"
+    )
+    assert line in done.stdout.splitlines()
+
+
+def test_estimate_out_writes_the_table_as_csv(tmp_path):
+    done = _attnrepro("estimate", "--config", str(REPO / "config/test.yaml"), "--out", "bill.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "bill.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["model"] for r in rows] == ["rnnencdec20", "rnnsearch10"]
     cfg = load_config(REPO / "config/test.yaml")
@@ -115,7 +187,7 @@ def test_the_cli_writes_budget_csv_under_the_dataset_tables(tmp_path):
         b = estimate(cfg, r["model"])
         assert int(r["parameters"]) == b.parameters and int(r["runtime_min"]) == b.runtime_min
         assert float(r["train_flops"]) == pytest.approx(b.train_flops, rel=1e-3)
-    assert "| **total** |" in done.stdout
+    assert "| **total** |" in done.stdout and not (tmp_path / "results").exists()
 
 
 def _planned_train_resources(workdir: Path, config: Path) -> dict[str, dict[str, str]]:
@@ -148,3 +220,16 @@ def test_each_train_job_asks_for_its_model_resources_and_the_estimated_runtime(t
     assert planned["rnnencdec20"]["slurm_extra"].startswith(f"--signal=TERM@{estimated * 60 // 4} ")
     own = planned["rnnsearch10"]
     assert (own["gpu"], own["mem_mb"], own["runtime"]) == ("2", "1500", "30")
+
+
+def test_the_bill_in_docs_cluster_md_is_what_estimate_prints_for_both_configs():
+    """docs/cluster.md's table is regenerated from the configs (and their measurements), not edited by hand."""
+    fr, de = load_config(REPO / "config/wmt14_en_fr.yaml"), load_config(REPO / "config/wmt14_en_de.yaml")
+    text = (REPO / "docs/cluster.md").read_text()
+    for name in fr.models:
+        row = re.search(rf"^\| `{name}` \|(.*)\|$", text, re.M).group(1).split(" | ")
+        a, b = estimate(fr, name), estimate(de, name)
+        priced = a.priced_from if a.priced_from == b.priced_from else f"{a.priced_from} / {b.priced_from}"
+        assert row[-5:-2] == [priced, f"{a.gpu_hours:,.1f}", f"{b.gpu_hours:,.1f}"], name
+    hours = sum(estimate(c, n).gpu_hours for c in (fr, de) for n in c.models)
+    assert f"Both grids together: **{hours:,.0f} GPU-hours**" in text

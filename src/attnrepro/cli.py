@@ -245,16 +245,23 @@ def _params_vocab(cfg: Config, args: argparse.Namespace) -> tuple[tuple[int, int
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:
-    from attnrepro.training.estimate import estimate, format_budget, write_budget
+    """A query: prints the bill; writes a file only when --out names one."""
+    from attnrepro.training.estimate import budget_notes, estimate, format_budget, write_budget
 
     cfg = load_config(args.config)
     rows = [estimate(cfg, name) for name in cfg.models]
-    out = Path(args.out or f"results/{cfg.dataset}/tables/budget.csv")
-    write_budget(rows, out)
-    rates = sorted({r.throughput_tflops for r in rows})
-    print(f"{cfg.dataset}: training compute C = 6 N D at {', '.join(f'{t:g}' for t in rates)} TFLOP/s per GPU")
+    measured = sum(r.priced_from.startswith("measured") for r in rows)
+    print(f"{cfg.dataset}: GPU-hours of {measured} of {len(rows)} models from their measured tokens/s on one GPU "
+          f"(resources.measured), the others from C = 6 N D at the TFLOP/s shown (a guess)")  # fmt: skip
     print(format_budget(rows))
-    print(f"written to {out}")
+    for line in budget_notes(rows):
+        print(line)
+    if any(r.jobs > 1 for r in rows):
+        print("A run longer than its time limit is signalled before the limit, checkpoints, requeues and resumes "
+              "(docs/cluster.md)")  # fmt: skip
+    if args.out:
+        write_budget(rows, Path(args.out))
+        print(f"written to {args.out}")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -404,7 +411,7 @@ def _report_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser])
     p.add_argument("--caption", required=True)
 
     p = verb("estimate", cmd_estimate, "parameters, training FLOPs (6 N D) and GPU-hours of every model")
-    p.add_argument("--out", help="CSV to write (default: results/{dataset}/tables/budget.csv)")
+    p.add_argument("--out", help="also write the table to this CSV file (default: print only, write nothing)")
 
 
 def build_parser() -> argparse.ArgumentParser:

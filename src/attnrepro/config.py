@@ -150,6 +150,8 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "fp32"
     compile: bool = False
+    step_compile: str = "none"  # none | fused | graphed: the 2014 decoders' teacher-forced steps (models.step_compile)
+    loss_chunk_tokens: int = 0  # > 0: the loss of that many target positions at a time (training.objective)
     average_last: int = 1
     valid_bleu: bool = False
 
@@ -161,6 +163,17 @@ class TrainConfig:
         """Batches in one update: one per rank, or enough for `update_tokens`, rounded up to a multiple of ranks."""
         wanted = max(1, math.ceil(self.update_tokens / self.batch_tokens))
         return math.ceil(wanted / world_size) * world_size
+
+
+@dataclass(frozen=True)
+class MeasuredThroughput:
+    """A model's training throughput measured on one GPU (benchmarks/gpu_train.py): what `attnrepro estimate`
+    prices it from instead of `throughput_tflops`. `train` holds the train settings it was measured with."""
+
+    tokens_per_s: float  # padded source + target tokens per second per GPU, at the model's batch
+    gpu: str
+    source: str  # where the number comes from: a record of docs/measurements.md, a commit
+    train: dict[str, Any] = field(default_factory=dict)  # e.g. {precision: bf16, compile: false}
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,7 @@ class ResourcesConfig:
     slurm_extra: tuple[str, ...] = ()
     signal_s: int = 600
     throughput_tflops: float = 40.0
+    measured: MeasuredThroughput | None = None  # models.NAME.resources only; None: priced at throughput_tflops
     priority: int = 0  # Snakemake starts the higher first when jobs wait for cores; scores and figures: 0
 
 
@@ -312,7 +326,10 @@ def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
 
 def _model_resources(top: ResourcesConfig, own: dict[str, Any]) -> ResourcesConfig:
     """The top-level resources with the model's own keys over them."""
-    return replace(top, **{k: tuple(v) if isinstance(v, list) else v for k, v in own.items()})
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in own.items()}
+    if "measured" in values:
+        values["measured"] = MeasuredThroughput(**values["measured"])
+    return replace(top, **values)
 
 
 def _seed_runs(models: dict[str, ModelConfig], seeds: list[int] | None) -> dict[str, ModelConfig]:

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 
 from attnrepro.models.base import Memory, Seq2SeqModel, State, dot_rows, masked_softmax
 from attnrepro.models.layers import DeepOutput, ReadGRUCell, run_packed
+from attnrepro.models.step_compile import step_function
 
 
 class _ReadHeadDecoder(Seq2SeqModel):
@@ -68,6 +69,14 @@ class _ReadHeadDecoder(Seq2SeqModel):
         features, weights, state = self._step(memory, state, self.tgt_embed(prev_tokens))
         return torch.log_softmax(self.readout(features), -1), state, weights
 
+    def teacher_step(
+        self, memory: Memory, h_proj: Tensor, s: Tensor, weights: Tensor, head: State, y_t: Tensor
+    ) -> tuple[Tensor, Tensor, State]:
+        """One position of teacher forcing: s_t, then the head's weights w_t and state; r_{t-1} enters as w_{t-1}."""
+        s = self.decoder.step(self.decoder.read_input(y_t, h_proj, weights), s)
+        weights, head = self.address(memory, s, head)
+        return s, weights, head
+
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         memory = self.encode(src, src_mask)
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
@@ -76,9 +85,9 @@ class _ReadHeadDecoder(Seq2SeqModel):
         s, head = state["s"], self._head(state)
         weights = torch.zeros_like(memory["src_mask"], dtype=s.dtype)  # r_0 = 0: nothing read yet
         states, all_weights = [], []
+        teacher_step = step_function(self, self.teacher_step)  # eager, fused or graphed: train.step_compile
         for y_t in y_proj.unbind(1):  # the steps of `_step`, with r_{t-1} entering through its weights
-            s = self.decoder.step(self.decoder.read_input(y_t, h_proj, weights), s)
-            weights, head = self.address(memory, s, head)
+            s, weights, head = teacher_step(memory, h_proj, s, weights, head, y_t)
             states.append(s)
             all_weights.append(weights)
         reads = torch.bmm(torch.stack(all_weights, 1), memory["annotations"])  # every r_t = Σ_u w_t(u) h_u

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from attnrepro.errors import ConfigError
 from attnrepro.models.base import Memory, Seq2SeqModel, State, dot_rows, masked_softmax
+from attnrepro.models.step_compile import step_function
 
 
 def position_encoding(lengths: Tensor, max_len: int, dim: int) -> Tensor:
@@ -104,7 +105,8 @@ class MemNet(Seq2SeqModel):
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, dim)
         state = self.init_state(memory)
         answers = []
+        teacher_step = step_function(self, self._step)  # eager, fused or graphed: train.step_compile
         for y_t in y_prev.unbind(1):  # unbind: one backward copy, not one per step
-            answer, state, _ = self._step(memory, state, y_t)
+            answer, state, _ = teacher_step(memory, state, y_t)
             answers.append(answer)
         return self.out(self.dropout(torch.stack(answers, 1)))  # (batch, tgt_len, vocab)

@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from attnrepro.models.base import Memory, Seq2SeqModel, State
 from attnrepro.models.layers import DeepOutput, gru_update, init_bahdanau, run_packed
+from attnrepro.models.step_compile import step_function
 
 
 class RNNEncDec(Seq2SeqModel):
@@ -58,13 +59,18 @@ class RNNEncDec(Seq2SeqModel):
     def init_state(self, memory: Memory) -> State:
         return {"h": torch.tanh(self.init_proj(memory["context"]))}  # h'_0 = tanh(V' c)
 
+    def teacher_step(self, gi_t: Tensor, gc: Tensor, h: Tensor) -> Tensor:
+        """h'_t from h'_{t-1}, the input gates W' e(y_{t-1}) and the context's C c (batch, 3 hidden)."""
+        return gru_update(gi_t, torch.addmm(gc, h, self.decoder.weight_hh.T), h)  # App. A.1.2: r' ⊙ (U' h' + C c)
+
     def _decode(self, context: Tensor, h: Tensor, y_prev: Tensor) -> tuple[Tensor, Tensor]:
         """y_prev (batch, steps, emb), dropped out once -> logits (batch, steps, vocab), last state (batch, hidden)."""
         gi = F.linear(y_prev, self.decoder.weight_ih, self.decoder.bias_ih)  # W' e(y_{t-1}), every step at once
         gc = self.context_gates(context) + self.decoder.bias_hh  # C c: the same at every step, (batch, 3 hidden)
         states = []
+        teacher_step = step_function(self, self.teacher_step)  # eager, fused or graphed: train.step_compile
         for gi_t in gi.unbind(1):  # unbind: one backward copy, not one per step
-            h = gru_update(gi_t, torch.addmm(gc, h, self.decoder.weight_hh.T), h)  # App. A.1.2: r' ⊙ (U' h' + C c)
+            h = teacher_step(gi_t, gc, h)
             states.append(h)
         c = context[:, None].expand(-1, y_prev.size(1), -1)  # (batch, steps, hidden)
         features = torch.cat([self.dropout(torch.stack(states, 1)), y_prev, self.dropout(c)], -1)

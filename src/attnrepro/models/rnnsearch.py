@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from attnrepro.models.base import Memory, Seq2SeqModel, State, masked_softmax
 from attnrepro.models.layers import DeepOutput, ReadGRUCell, init_bahdanau, run_packed
+from attnrepro.models.step_compile import step_function
 
 
 class AdditiveAttention(nn.Module):
@@ -92,6 +93,13 @@ class RNNSearch(Seq2SeqModel):
         s = self.decoder(torch.cat([y_prev, context], -1), s_prev)  # s_i = f(s_{i-1}, y_{i-1}, c_i), eq. (4)
         return torch.log_softmax(logits, -1), {"s": s, "step": state["step"] + 1}, alpha
 
+    def teacher_step(
+        self, memory: Memory, h_proj: Tensor, s: Tensor, y_i: Tensor, step: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """One position of teacher forcing: s_i and α_i from s_{i-1} and the projected y_{i-1} (batch, 3 hidden)."""
+        alpha = self.attention(memory, s, step)  # eq. (6)
+        return self.decoder.step(self.decoder.read_input(y_i, h_proj, alpha), s), alpha  # eq. (4)
+
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         memory = self.encode(src, src_mask)
         y_prev = self.dropout(self.tgt_embed(tgt_in))  # (batch, tgt_len, emb)
@@ -99,11 +107,11 @@ class RNNSearch(Seq2SeqModel):
         s = memory["s0"]
         states, alphas = [], []
         steps = torch.arange(tgt_in.size(1), device=tgt_in.device)[:, None].expand(-1, tgt_in.size(0))
+        teacher_step = step_function(self, self.teacher_step)  # eager, fused or graphed: train.step_compile
         for step, y_i in zip(steps, y_proj.unbind(1)):  # unbind: one backward copy, not one per step
-            alpha = self.attention(memory, s, step)  # eq. (6)
             states.append(s)
+            s, alpha = teacher_step(memory, h_proj, s, y_i, step)
             alphas.append(alpha)
-            s = self.decoder.step(self.decoder.read_input(y_i, h_proj, alpha), s)  # eq. (4)
         contexts = torch.bmm(torch.stack(alphas, 1), memory["annotations"])  # every c_i at once, eq. (5)
         features = torch.cat([self.dropout(torch.stack(states, 1)), y_prev, self.dropout(contexts)], -1)
         return self.readout(features)  # (batch, tgt_len, vocab); E y dropped out once, above

@@ -15,6 +15,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from attnrepro.errors import ConfigError
 from attnrepro.models.base import Memory, Seq2SeqModel, State
@@ -56,8 +57,16 @@ class MultiHeadAttention(nn.Module):
     def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.split(self.k(x)), self.split(self.v(x))
 
-    def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        out, weights = scaled_dot_product_attention(self.split(self.q(x)), k, v, mask)
+    def attend(
+        self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool = True, causal: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Without `need_weights` (teacher forcing), PyTorch's fused kernel (flash / memory-efficient attention on
+        a GPU) computes eq. (1) and no weights; `causal`: position i sees j <= i, §3.2.3 (no `mask` then)."""
+        q = self.split(self.q(x))
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask)
+        else:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal), None  # eq. (1)
         return self.o(out.transpose(1, 2).flatten(2)), weights  # (batch, n, d_model), (batch, heads, n, m)
 
 
@@ -76,7 +85,7 @@ class EncoderLayer(nn.Module):
         self.norm1, self.norm2, self.drop = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        x = self.norm1(x + self.drop(self.attn.attend(x, *self.attn.keys_values(x), mask)[0]))  # §3.1
+        x = self.norm1(x + self.drop(self.attn.attend(x, *self.attn.keys_values(x), mask, need_weights=False)[0]))
         return self.norm2(x + self.drop(self.ff(x)))
 
 
@@ -87,9 +96,11 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(d_model, d_ff, ffn_dropout)
         self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)), nn.Dropout(dropout)
 
-    def forward(self, x, self_k, self_v, self_mask, cross_k, cross_v, cross_mask) -> tuple[Tensor, Tensor]:
-        x = self.norms[0](x + self.drop(self.self_attn.attend(x, self_k, self_v, self_mask)[0]))
-        out, weights = self.cross_attn.attend(x, cross_k, cross_v, cross_mask)  # encoder-decoder attention
+    def forward(self, x, self_k, self_v, cross_k, cross_v, cross_mask, need_weights) -> tuple[Tensor, Tensor | None]:
+        """need_weights: decoding one position (its cache holds only the past); else teacher forcing, causal."""
+        causal = not need_weights
+        x = self.norms[0](x + self.drop(self.self_attn.attend(x, self_k, self_v, None, need_weights, causal)[0]))
+        out, weights = self.cross_attn.attend(x, cross_k, cross_v, cross_mask, need_weights)  # encoder-decoder
         x = self.norms[1](x + self.drop(out))
         return self.norms[2](x + self.drop(self.ff(x))), weights
 
@@ -153,34 +164,34 @@ class Transformer(Seq2SeqModel):
         memory, _ = super().reorder(memory, {}, index)
         return memory, state | {"order": state["order"][index]}
 
-    def _decode(
-        self, memory: Memory, x: Tensor, causal: Tensor | None, state: State | None = None
-    ) -> tuple[Tensor, Tensor, State]:
-        """Decoder layers over x (batch, n, d_model): logits, the last layer's attention averaged over heads,
-        and, given the `state` of the positions before x, the caches of every position so far."""
+    def _decode(self, memory: Memory, x: Tensor, state: State | None = None) -> tuple[Tensor, Tensor | None, State]:
+        """Decoder layers over x (batch, n, d_model): their output, and, decoding (given the `state` of the
+        positions before x), the last layer's attention averaged over heads and the caches of every position.
+        Without a state, teacher forcing: causal self-attention, no attention weights."""
         cross_mask = memory["src_mask"][:, None, None]
-        new_state = {}
+        new_state, weights = {}, None
         for i, layer in enumerate(self.decoder):
             k, v = layer.self_attn.keys_values(x)  # (batch, heads, n, d_k)
             if state is not None:
                 k, v = _extend(state[f"k{i}"], state["order"], k), _extend(state[f"v{i}"], state["order"], v)
                 new_state[f"k{i}"], new_state[f"v{i}"] = k, v
-            x, weights = layer(x, k, v, causal, memory[f"ck{i}"], memory[f"cv{i}"], cross_mask)
+            x, weights = layer(x, k, v, memory[f"ck{i}"], memory[f"cv{i}"], cross_mask, state is not None)
         if state is not None:
             new_state["order"] = torch.arange(x.size(0), device=x.device)
-        return self.logits(x), weights.mean(1), new_state
+            weights = weights.mean(1)
+        return x, weights, new_state
 
     def decode_step(self, memory: Memory, state: State, prev_tokens: Tensor) -> tuple[Tensor, State, Tensor]:
         x = self.embed(self.tgt_embed, prev_tokens[:, None], offset=state["k0"].size(2))  # (batch, 1, d_model)
-        logits, weights, state = self._decode(memory, x, None, state)  # the cache holds only the past
-        return torch.log_softmax(logits[:, 0], -1), state, weights[:, 0]
+        x, weights, state = self._decode(memory, x, state)  # the cache holds only the past
+        return torch.log_softmax(self.logits(x[:, 0]), -1), state, weights[:, 0]
+
+    def decoder_states(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing up to the pre-softmax layer: (batch, tgt_len, d_model); `logits` maps them to words."""
+        return self._decode(self.encode(src, src_mask), self.embed(self.tgt_embed, tgt_in))[0]
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
-        memory = self.encode(src, src_mask)
-        n = tgt_in.size(1)
-        causal = torch.ones(n, n, dtype=torch.bool, device=tgt_in.device).tril()  # position i sees j <= i, §3.2.3
-        logits, _, _ = self._decode(memory, self.embed(self.tgt_embed, tgt_in), causal)
-        return logits  # (batch, tgt_len, vocab)
+        return self.logits(self.decoder_states(src, src_mask, tgt_in))  # (batch, tgt_len, vocab)
 
 
 def _extend(cache: Tensor, order: Tensor, new: Tensor) -> Tensor:

@@ -33,7 +33,9 @@ RESUME_KEYS = ("model", "optimizer", "step", "epoch", "position", "tokens_seen",
 KEPT_NAME = re.compile(r"step_(\d+)\.pt")
 # Train keys left out of a run's fingerprint: they decide where it runs and what it logs, never
 # the weights it reaches. max_steps may grow; a run past the new max_steps is checked apart.
-UNFINGERPRINTED = ("max_steps", "log_every", "checkpoint_every", "valid_bleu", "device", "compile")
+UNFINGERPRINTED = (
+    "max_steps", "log_every", "checkpoint_every", "valid_bleu", "device", "compile", "step_compile", "loss_chunk_tokens"
+)  # fmt: skip
 
 
 def atomic_save(obj: Any, path: Path) -> None:

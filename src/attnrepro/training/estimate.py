@@ -5,8 +5,15 @@ Training compute is the usual dense-model estimate C = 6 N D (Kaplan et al. 2020
 schedule: max_steps updates of `tokens_per_update` padded source + target tokens. It ignores
 attention's length-dependent term and counts every token through every parameter (an
 encoder-decoder sends source tokens through the encoder only), so for these models it is an
-upper bound. GPU-hours = C / (throughput_tflops x 10^12) / 3600 at the stated sustained
-throughput (`resources.throughput_tflops`); the wall time of a job divides that by its GPUs.
+upper bound.
+
+GPU-hours come from a measurement where the model has one (`models.NAME.resources.measured`:
+source + target tokens per second on one GPU, at the model's batch, from benchmarks/gpu_train.py):
+D / tokens_per_s / 3600. Elsewhere they are a guess, C / (throughput_tflops x 10^12) / 3600 at the
+stated sustained throughput (`resources.throughput_tflops`). The wall time of a job divides that by
+its GPUs (linear scaling assumed). A run longer than one job's time limit continues across jobs:
+SLURM signals it `signal_s` before the limit, it checkpoints, requeues and resumes
+(docs/cluster.md); `jobs` counts them.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from attnrepro.config import Config, ResourcesConfig
+from attnrepro.config import Config, MeasuredThroughput, ResourcesConfig, TrainConfig
 
 RUNTIME_MARGIN = 1.25  # the estimate's runtime: 25 % over the compute estimate ...
 RUNTIME_OVERHEAD_MIN = 10  # ... plus start-up, data loading, validation and checkpoints
@@ -33,10 +40,13 @@ class Budget:
     tokens_per_update: int
     tokens: int
     train_flops: float
-    throughput_tflops: float
+    throughput_tflops: float  # what it was priced at: the guess, or C / the measured time
     gpu_hours: float
     wall_hours: float
     runtime_min: int  # the time limit a train job asks SLURM for
+    jobs: int  # train jobs of at most runtime_min (each checkpoints signal_s early) the run needs
+    priced_from: str  # "measured on <gpu>" or "<throughput_tflops> TFLOP/s (not measured)"
+    notes: tuple[str, ...] = ()  # the measurement's settings that differ from the model's
 
 
 def vocab_sizes(cfg: Config, model: str) -> tuple[int, int]:
@@ -64,8 +74,22 @@ def runtime_minutes(resources: ResourcesConfig, wall_hours: float) -> int:
     return min(estimated, resources.max_runtime)
 
 
-def estimate(cfg: Config, model: str) -> Budget:
+def jobs_needed(resources: ResourcesConfig, runtime_min: int, wall_hours: float) -> int:
+    """Train jobs of `runtime_min` minutes that `wall_hours` of training take, each stopped `signal_s` early."""
+    per_job_min = max(runtime_min - resources.signal_s / 60, 1.0)
+    return max(1, math.ceil(wall_hours * 60 / per_job_min))
 
+
+def measured_differences(measured: MeasuredThroughput, tc: TrainConfig) -> tuple[str, ...]:
+    """'train.KEY: measured with A, configured B' for each setting of the measurement the model does not share."""
+    return tuple(
+        f"train.{key}: measured with {value!r}, configured {getattr(tc, key)!r}"
+        for key, value in sorted(measured.train.items())
+        if getattr(tc, key) != value
+    )
+
+
+def estimate(cfg: Config, model: str) -> Budget:
     mc = cfg.model(model)
     res, tc = mc.resources, mc.train
     gpus = max(res.gpu, 1)  # a CPU job is costed as one device at the stated throughput
@@ -73,8 +97,16 @@ def estimate(cfg: Config, model: str) -> Budget:
     tokens_per_update = tc.batches_per_update(gpus) * tc.batch_tokens
     tokens = tc.max_steps * tokens_per_update
     flops = 6.0 * parameters * tokens  # C = 6 N D
-    gpu_hours = flops / (res.throughput_tflops * 1e12) / 3600
+    if res.measured is not None:
+        gpu_hours = tokens / res.measured.tokens_per_s / 3600
+        tflops = flops / (gpu_hours * 3600) / 1e12
+        rate = f"{res.measured.tokens_per_s / 1e3:,.0f} k tokens/s"
+        priced_from, notes = f"measured: {rate} on {res.measured.gpu}", measured_differences(res.measured, tc)
+    else:
+        gpu_hours, tflops = flops / (res.throughput_tflops * 1e12) / 3600, res.throughput_tflops
+        priced_from, notes = f"{res.throughput_tflops:g} TFLOP/s (not measured)", ()
     wall_hours = gpu_hours / gpus
+    runtime_min = runtime_minutes(res, wall_hours)
     return Budget(
         model=model,
         label=mc.label,
@@ -85,10 +117,13 @@ def estimate(cfg: Config, model: str) -> Budget:
         tokens_per_update=tokens_per_update,
         tokens=tokens,
         train_flops=flops,
-        throughput_tflops=res.throughput_tflops,
+        throughput_tflops=tflops,
         gpu_hours=gpu_hours,
         wall_hours=wall_hours,
-        runtime_min=runtime_minutes(res, wall_hours),
+        runtime_min=runtime_min,
+        jobs=jobs_needed(res, runtime_min, wall_hours),
+        priced_from=priced_from,
+        notes=notes,
     )
 
 
@@ -104,6 +139,8 @@ def write_budget(rows: list[Budget], path: Path) -> None:
             values["train_flops"] = f"{row.train_flops:.4g}"
             values["gpu_hours"] = f"{row.gpu_hours:.2f}"
             values["wall_hours"] = f"{row.wall_hours:.2f}"
+            values["throughput_tflops"] = f"{row.throughput_tflops:.4g}"
+            values["notes"] = "; ".join(row.notes)
             writer.writerow(values)
     tmp.replace(path)
 
@@ -113,16 +150,31 @@ def _count(n: int) -> str:
 
 
 def format_budget(rows: list[Budget]) -> str:
-    """A Markdown table of the rows and their total, as the README shows it."""
+    """A Markdown table of the rows and their total, as docs/cluster.md shows it."""
     lines = [
-        "| model | parameters | GPUs | updates | tokens | training FLOPs | GPU-hours | time limit (min) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | parameters | GPUs | updates | tokens | training FLOPs | priced from | GPU-hours "
+        "| time limit (min) | jobs |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| `{r.model}` | {_count(r.parameters)} | {r.gpus} | {r.updates:,} | {r.tokens:.3g} "
-            f"| {r.train_flops:.3g} | {r.gpu_hours:,.1f} | {r.runtime_min:,} |"
+            f"| {r.train_flops:.3g} | {r.priced_from} | {r.gpu_hours:,.1f} | {r.runtime_min:,} | {r.jobs} |"
         )
     total = sum(r.gpu_hours for r in rows)
-    lines.append(f"| **total** | | | | | {sum(r.train_flops for r in rows):.3g} | **{total:,.1f}** | |")
+    lines.append(f"| **total** | | | | | {sum(r.train_flops for r in rows):.3g} | | **{total:,.1f}** | | |")
     return "\n".join(lines)
+
+
+def budget_notes(rows: list[Budget]) -> list[str]:
+    """One line per model that runs longer than one job, and per setting its measurement does not share."""
+    lines = []
+    for r in rows:
+        if r.jobs > 1:
+            gpus = f"{max(r.gpus, 1)} GPU" + ("s" if r.gpus > 1 else "")
+            lines.append(
+                f"{r.model}: {r.wall_hours:,.1f} h on {gpus} exceed one job's {r.runtime_min:,}-min time limit: "
+                f"the run continues across about {r.jobs} requeued jobs"
+            )
+        lines.extend(f"{r.model}: {note}" for note in r.notes)
+    return lines

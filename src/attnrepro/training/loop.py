@@ -51,6 +51,7 @@ from attnrepro.decoding.search import autocast
 from attnrepro.errors import ConfigError, DataError
 from attnrepro.models import build_model, count_parameters
 from attnrepro.models.base import Seq2SeqModel
+from attnrepro.models.step_compile import set_step_compile
 from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
     RESUME_KEYS,
     atomic_save,
@@ -65,10 +66,11 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
+from attnrepro.training.objective import Objective
 from attnrepro.training.pairs import describe_filter, filter_pairs, validation_pairs
 from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.state import Cadence, TrainState
-from attnrepro.training.validation import loss_fn, valid_loss
+from attnrepro.training.validation import loss_fn, valid_loss  # noqa: F401  (loss_fn: re-exported)
 
 
 class Preempted(Exception):
@@ -178,10 +180,12 @@ class Trainer:
 
         self.state = self._resume()
         self.log = TrainLog(self.resume_path.parent / "train_log.csv", out_dir / "tb", self.state.step, ranks.is_main)
-        self.ddp = self.model
+        step_compile = set_step_compile(self.model, self.tc.step_compile, device)  # the mode in effect here
+        bucket = step_compile == "graphed"  # CUDA graphs are recorded per batch shape: few shapes
+        self.ddp = Objective(self.model, self.tc.label_smoothing, self.tc.loss_chunk_tokens, bucket)
         if ranks.world_size > 1:
             device_ids = [device.index] if device.type == "cuda" else None
-            self.ddp = nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
+            self.ddp = nn.parallel.DistributedDataParallel(self.ddp, device_ids=device_ids)
         self.forward = torch.compile(self.ddp) if self.tc.compile else self.ddp
         self.autocast = autocast(device, self.tc.precision)
 
@@ -290,8 +294,7 @@ class Trainer:
             sync = i == len(mine) - 1 or ranks.world_size == 1
             with contextlib.nullcontext() if sync else self.ddp.no_sync():
                 with self.autocast:
-                    logits = self.forward(batch.src, batch.src_mask, batch.tgt_in)
-                    loss = loss_fn(logits, batch.tgt_out, self.tc.label_smoothing)
+                    loss = self.forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out)
                 # the batch's summed token losses / norm; DDP averages gradients over ranks: scale by world_size
                 (loss * (batch.n_tgt_tokens / norm * ranks.world_size)).backward()
             loss_sum += float(loss.detach()) * share
