@@ -297,7 +297,7 @@ def measure(stem: str, cfg: Config, name: str, variant: str, args: argparse.Name
         "sentences": setup.sentences,
         "length": setup.length,
         "tokens_per_update": setup.tokens,
-        "update_s": round(step_s, 5),
+        "update_s": float(f"{step_s:.6g}"),  # six significant digits: tokens_per_s follows from it to 1e-5
         "tokens_per_s": round(tokens_per_s),
         "tgt_tokens_per_s": round(tokens_per_s / 2),
         "first_loss": first_loss,  # the first update's: every variant of a model starts from the same state

@@ -36,9 +36,10 @@ PPL = re.compile(r"\bppl:\s+([\d.]+)")  # a line of Joey's validations.txt
 
 @dataclass
 class Plateau:
-    """attnrepro's early-stopping rule: a validation improves when its loss is at least `min_delta` (relative)
-    below the loss of the last validation that improved; training stops after `patience` validations in a
-    row without one (0: never)."""
+    """attnrepro's early-stopping rule (attnrepro.training.state.EarlyStopping, which this venv lacks): a
+    validation improves when its perplexity is at least `min_delta` (relative) below that of the last
+    validation that improved, i.e. its loss -ln(1 - min_delta) nats below; training stops after `patience`
+    validations in a row without one (0: never)."""
 
     patience: int
     min_delta: float
@@ -50,7 +51,7 @@ class Plateau:
     def record(self, loss: float, step: int) -> bool:
         """Count one validation; True when training should stop here."""
         self.validations += 1
-        if loss < self.reference and loss <= self.reference * (1 - self.min_delta):
+        if loss <= self.reference + math.log1p(-self.min_delta):
             self.reference, self.without_improvement = loss, 0
         else:
             self.without_improvement += 1

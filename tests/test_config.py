@@ -17,20 +17,23 @@ from conftest import REPO
 
 
 def _raw() -> dict:
-    return yaml.safe_load((REPO / "config/config.yaml").read_text())
+    """config/config.yaml's keys with one run per model (without its `seeds`): the models under their own names."""
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    del raw["seeds"]
+    return raw
 
 
 def test_shipped_configs_load_with_defaults_filled():
     cfg = load_config(REPO / "config/config.yaml")
-    assert set(cfg.models) == {
+    assert {m.base for m in cfg.models.values()} == {
         "rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50",
         "seq2seq", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer",
     }  # fmt: skip
     assert {m.arch for m in cfg.models.values()} == set(REGISTRY)  # every family of the history is trained
-    assert cfg.models["transformer"].train.schedule == "inverse_sqrt"
-    assert cfg.models["rnnsearch30"].train.max_src_len == 30
-    assert cfg.models["rnnsearch50"].train.rho == 0.95  # schema default: Bahdanau's Adadelta rho
-    assert cfg.models["rnnsearch50"].label == "RNNsearch-50"
+    assert cfg.models["transformer_seed1"].train.schedule == "inverse_sqrt"
+    assert cfg.models["rnnsearch30_seed2"].train.max_src_len == 30
+    assert cfg.models["rnnsearch50_seed3"].train.rho == 0.95  # schema default: Bahdanau's Adadelta rho
+    assert cfg.models["rnnsearch50_seed1"].label == "RNNsearch-50"
     assert cfg.search.beam == 5
     test = load_config(REPO / "config/test.yaml")
     assert test.tokenizer.kind == "spm"
@@ -217,9 +220,9 @@ def _wmt_raw() -> dict:
         (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(schedule="inverse_sqrt"),
          r"models\.rnnsearch50\.train\.schedule: inverse_sqrt needs a d_model; arch rnnsearch has none"),
         (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(update_tokens=999),
-         r"models\.rnnsearch50\.train\.update_tokens=999 is less than one batch \(.*batch_tokens=1000\)"),
-        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=5, max_steps=2000, patience=0),
-         r"models\.rnnsearch50\.train\.average_last=5 exceeds the 4 checkpoints"),
+         r"models\.rnnsearch50\.train\.update_tokens=999 is less than one batch \(.*batch_tokens=2000\)"),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=3, max_steps=2000, patience=0),
+         r"models\.rnnsearch50\.train\.average_last=3 exceeds the 2 checkpoints"),
         (_raw, lambda c: c["search"].update(max_len_a=0, max_len_b=0),
          r"^search\.max_len_a=0 and max_len_b=0 allow no word before </s>"),
         (_raw, lambda c: c["models"]["rnnsearch50"].update(search={"max_len_a": 0.5, "max_len_b": 0}),
@@ -240,7 +243,7 @@ def test_the_boundaries_of_those_constraints_are_valid():
     raw = _raw()
     raw["models"]["transformer"]["params"].update(heads=8)  # d_k = 16
     raw["models"]["memnet"]["params"].update(max_positions=80)  # the longest test sentence exactly
-    raw["models"]["rnnsearch50"]["train"].update(update_tokens=1000, average_last=4, max_steps=2000, patience=0)
+    raw["models"]["rnnsearch50"]["train"].update(update_tokens=2000, average_last=2, max_steps=2000, patience=0)
     raw["search"].update(max_len_a=1, max_len_b=0)  # one word for a one-word source
     cfg = from_dict(raw)
     assert cfg.model("transformer").params["heads"] == 8 and cfg.search_of("seq2seq").max_len_a == 1
@@ -302,10 +305,14 @@ def test_the_clause_reversal_stress_config_is_the_default_with_reversed_clauses(
     assert replace(cfg, dataset=base.dataset, synthetic=replace(cfg.synthetic, clause_order="keep")) == base
 
 
-def test_the_three_seeds_overlay_trains_every_default_model_once_per_seed():
-    cfg, base = _overlaid("three_seeds.yaml")
-    assert cfg.dataset == "synthetic_3seeds" and cfg.synthetic == base.synthetic
-    assert sorted(cfg.models) == sorted(f"{m}_seed{s}" for m in base.models for s in (1, 2, 3))
+def test_the_default_trains_every_model_with_three_seeds_and_the_overlay_with_three_others():
+    default = load_config(REPO / "config/config.yaml")
+    runs = {(m.base, m.train.seed) for m in default.models.values()}
+    bases = sorted({base for base, _ in runs})
+    assert runs == {(base, seed) for base in bases for seed in (1, 2, 3)} and len(bases) == 10
+    cfg, base = _overlaid("seeds_4_6.yaml")
+    assert cfg.dataset == "synthetic_seeds_4_6" and cfg.synthetic == base.synthetic
+    assert sorted(cfg.models) == sorted(f"{b}_seed{s}" for b in bases for s in (4, 5, 6))
     for name, run in cfg.models.items():
         assert run.train.seed == int(name[-1]) and run.base == name.rsplit("_seed", 1)[0]
-        assert replace(run.train, seed=base.models[run.base].train.seed) == base.models[run.base].train
+        assert replace(run.train, seed=1) == base.model(f"{run.base}_seed1").train

@@ -56,7 +56,7 @@ def test_an_update_of_update_tokens_counts_every_accumulated_batch():
 
 def test_a_word_vocabulary_adds_its_four_specials():
     cfg = load_config(REPO / "config/config.yaml")
-    assert vocab_sizes(cfg, "rnnsearch50") == (1004, 1004)
+    assert vocab_sizes(cfg, "rnnsearch50_seed1") == (1004, 1004)
 
 
 def test_the_runtime_is_the_configured_one_else_the_estimate_with_margin_capped():

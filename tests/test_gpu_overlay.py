@@ -43,6 +43,7 @@ def test_every_model_trains_and_searches_on_cuda_and_nothing_else_changes():
 
 def test_it_plans_end_to_end_with_the_mirror_of_a_third_config_file(tmp_path):
     mirror = tmp_path / "mirror.yaml"
+    (tmp_path / "multi30k").mkdir()  # the workflow checks that the folder exists when it is parsed
     mirror.write_text(yaml.safe_dump({"data": {"wmt": {"mirror": str(tmp_path / "multi30k")}}}))
     command = [sys.executable, "-m", "snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path / "run")]
     out = subprocess.run(command + ["--configfile", str(BASE), str(OVERLAY), str(mirror)], capture_output=True,

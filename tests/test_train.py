@@ -386,6 +386,30 @@ def test_a_valid_pair_with_an_empty_source_is_left_out_and_named(tmp_path, capsy
     assert float(gap) == float(clean) > 0
 
 
+def test_the_sentence_average_weighs_every_validation_sentence_the_same(tmp_path):
+    from attnrepro.data.batching import Corpus, collate
+    from attnrepro.models import build_model
+    from attnrepro.training.validation import valid_loss
+
+    pairs = [([5, 6, 7], [8, 9]), ([5] * 7, [8, 9, 10, 11, 12, 13, 14, 15])]  # targets of 3 and 9 tokens with </s>
+    corpus = Corpus.load(_write_corpus(tmp_path / "v.npz", pairs))
+    torch.manual_seed(0)
+    model = build_model("rnnsearch", 20, 20, TINY_RNNSEARCH).eval()
+    with torch.no_grad():
+        for weight in model.parameters():  # far from uniform predictions, whose every token costs ln 20
+            weight.normal_(std=0.5)
+        losses = []  # each sentence's token losses, alone in its batch
+        for i in range(2):
+            batch = collate(corpus, np.array([i]))
+            logits = model(batch.src, batch.src_mask, batch.tgt_in)
+            losses.append(torch.nn.functional.cross_entropy(logits[0], batch.tgt_out[0], reduction="none"))
+    per_token = float(torch.cat(losses).mean())  # 12 tokens: the long sentence weighs 9 / 12
+    per_sentence = float((losses[0].mean() + losses[1].mean()) / 2)
+    assert valid_loss(model, corpus, 1000) == pytest.approx(per_token, rel=1e-6)
+    assert valid_loss(model, corpus, 1000, average="sentence") == pytest.approx(per_sentence, rel=1e-6)
+    assert per_token != pytest.approx(per_sentence, rel=1e-3)
+
+
 def test_valid_length_filter_validates_on_the_training_lengths_only(tmp_path, capsys):
     """A -30 model's early stopping looks at the lengths it trains on, not at longer sentences."""
     corpus = _write_corpus(tmp_path / "train.npz", TWO_SENTENCES)
@@ -631,7 +655,7 @@ def test_bf16_autocast_trains_and_keeps_fp32_weights(test_config, tiny_corpus, t
 def test_new_train_keys_default_to_the_embedded_behaviour_and_are_validated():
     from attnrepro.config import from_dict, load_config
 
-    tc = load_config(REPO / "config/config.yaml").model("rnnsearch50").train
+    tc = load_config(REPO / "config/config.yaml").model("rnnsearch50", any_seed=True).train
     assert (tc.update_tokens, tc.device, tc.precision, tc.compile, tc.average_last, tc.valid_bleu) == (
         0, "auto", "fp32", False, 1, False,
     )  # fmt: skip

@@ -25,9 +25,9 @@ def load(name: str, monkeypatch):
 @pytest.mark.parametrize(
     ("losses", "patience", "stop"),
     [
-        ([5.0, 4.0, 3.97, 3.96, 3.95, 3.94], 2, 6),  # 3.97 > 4 x 0.99; 3.96 = 4 x 0.99 improves; 3.95, 3.94 do not
-        ([5.0, 4.0, 3.97, 3.96, 3.95, 3.94], 3, None),
-        ([3.0, 3.1, 2.99, 2.98], 3, 4),  # 2.99 is a new best but not 1 % below 3.0: no gain
+        ([5.0, 4.0, 3.995, 3.99, 3.985], 2, 4),  # 1 % of the perplexity is 0.01005 nats: 3.995, 3.99 fall short
+        ([5.0, 4.0, 3.995, 3.99, 3.985], 3, None),  # 3.985 is 0.015 below 4.0: a gain
+        ([3.0, 3.1, 2.995, 2.992], 3, 4),  # 2.995 is a new best, but not 1 % of the perplexity below 3.0
         ([3.0, 2.0, 1.0], 1, None),
     ],
 )

@@ -219,8 +219,8 @@ def cmd_params(args: argparse.Namespace) -> None:
     from attnrepro.models import parameter_count
 
     cfg = load_config(args.config)
-    mc = cfg.model(args.model)
-    (src_vocab, tgt_vocab), source = _params_vocab(cfg, args)
+    mc = cfg.model(args.model, any_seed=True)  # a model trained once per seed: every run has its size
+    (src_vocab, tgt_vocab), source = _params_vocab(cfg, mc.name, args.tokenizer_dir)
     src_vocab, tgt_vocab = args.src_vocab or src_vocab, args.tgt_vocab or tgt_vocab
     if args.src_vocab and args.tgt_vocab:
         source = "as given"
@@ -228,20 +228,20 @@ def cmd_params(args: argparse.Namespace) -> None:
     print(parameter_count(mc.arch, src_vocab, tgt_vocab, mc.params))
 
 
-def _params_vocab(cfg: Config, args: argparse.Namespace) -> tuple[tuple[int, int], str]:
+def _params_vocab(cfg: Config, model: str, tokenizer_dir: str | None) -> tuple[tuple[int, int], str]:
     """(source, target) vocabulary sizes as training will see them: the trained tokenizer's when it exists
     (what the training log counts), else the config's nominal sizes; and a phrase saying which."""
     from attnrepro.training.estimate import vocab_sizes
 
-    name = cfg.model(args.model).tokenizer
-    folder = Path(args.tokenizer_dir or f"results/{cfg.dataset}/tokenizer/{name}")
+    name = cfg.model(model).tokenizer
+    folder = Path(tokenizer_dir or f"results/{cfg.dataset}/tokenizer/{name}")
     if all((folder / file).is_file() for file in TOKENIZER_FILES):
         from attnrepro.data.tokenize import load_tokenizer_pair
 
         src_tok, tgt_tok = load_tokenizer_pair(cfg.tokenizer_named(name), folder, cfg.languages)
         return (len(src_tok), len(tgt_tok)), f"the trained tokenizer in {folder}"
     nominal = f"nominal, from tokenizers.{name}: no trained tokenizer in {folder}; training counts the trained one's"
-    return vocab_sizes(cfg, args.model), nominal
+    return vocab_sizes(cfg, model), nominal
 
 
 def cmd_estimate(args: argparse.Namespace) -> None:
@@ -436,10 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="a run's BLEU by length against a reference's reproduction bands (exit 1: "
                        "fewer than --min-inside of the cells inside)")  # fmt: skip
-    p.add_argument("--reference", required=True, help="a bleu_by_length_band.csv, e.g. docs/figures/bleu_by_length.csv")
-    p.add_argument("--table", required=True, help="the run's results/{dataset}/tables/bleu_by_length_band.csv")
+    p.set_defaults(func=cmd_compare, inputs=())
+    add_input(p, "--reference", required=True, help="a bleu_by_length_band.csv, e.g. docs/figures/bleu_by_length.csv")
+    add_input(p, "--table", required=True, help="the run's results/{dataset}/tables/bleu_by_length_band.csv")
     p.add_argument("--min-inside", type=float, default=0.9, help="fraction of cells whose mean must be inside (0.9)")
-    p.set_defaults(func=cmd_compare)
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)

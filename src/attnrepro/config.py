@@ -146,6 +146,7 @@ class TrainConfig:
     plateau_decay: float = 0.5  # on a plateau, the learning rate's factor instead of stopping ...
     plateau_decays: int = 0  # ... this many times (0: stop at the first plateau)
     valid_length_filter: bool = False  # validate on the pairs within max_src_len / max_tgt_len only
+    valid_average: str = "token"  # token (the log of the perplexity) | sentence (every sentence weighs the same)
     update_tokens: int = 0
     device: str = "auto"
     precision: str = "fp32"
@@ -245,10 +246,16 @@ class Config:
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
-    def model(self, name: str) -> ModelConfig:
+    def model(self, name: str, any_seed: bool = False) -> ModelConfig:
+        """The run `name`; with `any_seed`, a configured model trained once per seed gives its first run (what
+        does not depend on the seed: its size, its settings)."""
+        runs = [m for m in self.models.values() if m.base == name]
+        if any_seed and name not in self.models and runs:
+            return runs[0]
         if name not in self.models:
             known = ", ".join(sorted(self.models))
-            raise ConfigError(f"models: no model named {name!r} (configured: {known})")
+            seeds = f"; {name} is trained once per seed: name one of its runs" if runs else ""
+            raise ConfigError(f"models: no model named {name!r} (configured: {known}){seeds}")
         return self.models[name]
 
     def tokenizer_named(self, name: str) -> TokenizerConfig:

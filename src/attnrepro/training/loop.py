@@ -320,9 +320,8 @@ class Trainer:
             return {}
         found = {}
         if main:
-            loss = valid_loss(
-                self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast, self.valid_pairs
-            )
+            loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
+                              self.valid_pairs, self.tc.valid_average)  # fmt: skip
             found["valid_loss"] = round(loss, 5)
             if self.valid_bleu is not None:
                 found["valid_bleu"] = round(self.valid_bleu(self.model), 2)

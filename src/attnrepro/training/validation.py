@@ -32,20 +32,29 @@ def valid_loss(
     device: torch.device | None = None,
     autocast: contextlib.AbstractContextManager | None = None,
     pairs: np.ndarray | None = None,
+    average: str = "token",
 ) -> float:
-    """Cross-entropy per target token (</s> included) over `pairs` (default: all), whatever train.loss_norm."""
+    """Cross-entropy over `pairs` (default: all), </s> included, whatever train.loss_norm: per target token
+    (`average` token: the log of the perplexity), or the mean over sentences of each one's per-token loss
+    (sentence: every sentence weighs the same, so every bucket of a per-bucket validation split does)."""
     pairs = np.arange(len(corpus)) if pairs is None else pairs
     model.eval()
-    total, tokens = 0.0, 0
+    total, count = 0.0, 0
     for batch_pairs in token_batches(corpus.src_lens[pairs], corpus.tgt_lens[pairs], batch_tokens, seed=0):
         batch = collate(corpus, pairs[batch_pairs]).to(device or torch.device("cpu"))
         with autocast or contextlib.nullcontext():
             logits = model(batch.src, batch.src_mask, batch.tgt_in)
-        n = batch.n_tgt_tokens
-        total += float(loss_fn(logits, batch.tgt_out, 0.0)) * n
-        tokens += n
+        token_losses = nn.functional.cross_entropy(  # (batch, tgt_len), 0 on padding
+            logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=PAD, reduction="none"
+        ).view(batch.tgt_out.shape)
+        if average == "sentence":
+            total += float((token_losses.sum(1) / (batch.tgt_out != PAD).sum(1)).sum())
+            count += len(batch_pairs)
+        else:
+            total += float(token_losses.sum())
+            count += batch.n_tgt_tokens
     model.train()
-    return total / tokens
+    return total / count
 
 
 class ValidBleu:
