@@ -362,15 +362,33 @@ def ours_target_tokens_per_update(src_lens: np.ndarray, tgt_lens: np.ndarray, s:
 # --- our worker ---------------------------------------------------------------------------------
 
 
+def decode_test(model, tokenizers: tuple, paths: Paths, s: Settings, hyp_path: Path) -> tuple[list, list[float]]:
+    """Beam-search the test set `s.repeats` times after a warm-up batch (as Joey's) and write the hypotheses:
+    the last pass's hypotheses and every pass's seconds."""
+    from attnrepro.config import SearchConfig
+    from attnrepro.decoding.search import translate_lines
+
+    src_tok, tgt_tok = tokenizers
+    lines = (paths.data / "test.src").read_text(encoding="utf-8").splitlines()
+    sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
+    warm_up = (paths.data / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
+    translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
+    seconds = []
+    for _ in range(s.repeats):
+        start = time.perf_counter()
+        hypotheses = translate_lines(model, src_tok, tgt_tok, lines, sc)
+        seconds.append(time.perf_counter() - start)
+    hyp_path.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    return hypotheses, seconds
+
+
 def run_ours(model_name: str, paths: Paths, s: Settings, hyp_path: Path) -> dict:
     """Train and decode with attnrepro's public pieces: the same step as attnrepro.training.loop."""
     import torch
     from torch import nn
 
-    from attnrepro.config import SearchConfig
     from attnrepro.data.batching import Corpus, collate, token_batches
     from attnrepro.data.tokenize import WordVocab
-    from attnrepro.decoding.search import translate_lines
     from attnrepro.models import build_model, count_parameters
     from attnrepro.training.loop import loss_fn, lr_at, make_optimizer
 
@@ -416,16 +434,7 @@ def run_ours(model_name: str, paths: Paths, s: Settings, hyp_path: Path) -> dict
             window_tokens, start = 0, now
     train_wall_s = time.perf_counter() - train_start
 
-    lines = (paths.data / "test.src").read_text(encoding="utf-8").splitlines()
-    sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
-    warm_up = (paths.data / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
-    translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
-    seconds = []
-    for _ in range(s.repeats):
-        start = time.perf_counter()
-        hypotheses = translate_lines(model, src_tok, tgt_tok, lines, sc)
-        seconds.append(time.perf_counter() - start)
-    hyp_path.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    hypotheses, seconds = decode_test(model, (src_tok, tgt_tok), paths, s, hyp_path)
     return {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -449,9 +458,8 @@ def run_ours_plateau(model_name: str, paths: Paths, s: Settings, hyp_path: Path,
 
     import torch
 
-    from attnrepro.config import ModelConfig, SearchConfig
+    from attnrepro.config import ModelConfig
     from attnrepro.data.tokenize import WordVocab
-    from attnrepro.decoding.search import translate_lines
     from attnrepro.models import count_parameters
     from attnrepro.training.checkpoint import build_from_checkpoint, load_checkpoint
     from attnrepro.training.loop import train
@@ -472,16 +480,7 @@ def run_ours_plateau(model_name: str, paths: Paths, s: Settings, hyp_path: Path,
     ckpt = load_checkpoint(ckpt_path)
     model = build_from_checkpoint(ckpt).eval()
 
-    lines = (paths.data / "test.src").read_text(encoding="utf-8").splitlines()
-    sc = SearchConfig(beam=s.beam, length_penalty=0.0, max_len_a=1.5, max_len_b=2, batch_size=s.decode_batch)
-    warm_up = (paths.data / "valid.src").read_text(encoding="utf-8").splitlines()[: s.decode_batch]
-    translate_lines(model, src_tok, tgt_tok, warm_up, sc)  # warm-up: one batch of validation sentences, as Joey's
-    seconds = []
-    for _ in range(s.repeats):
-        start = time.perf_counter()
-        hypotheses = translate_lines(model, src_tok, tgt_tok, lines, sc)
-        seconds.append(time.perf_counter() - start)
-    hyp_path.write_text("".join(tgt_tok.decode(h.tokens) + "\n" for h in hypotheses), encoding="utf-8")
+    hypotheses, seconds = decode_test(model, (src_tok, tgt_tok), paths, s, hyp_path)
     tokens = [float(row["tgt_tokens"]) for row in log if row["tgt_tokens"]]
     return {
         "torch": torch.__version__,
