@@ -130,3 +130,24 @@ def test_every_command_the_readme_shows_works_after_readme_command_1(readme_inst
         assert report.lower().startswith("<!doctype html>") and "bleu_by_length.png" in report
     else:
         assert expected in out.stdout + out.stderr
+
+
+def test_the_readme_fig2_table_is_the_committed_band_table():
+    """README's Fig. 2 table and docs/figures/bleu_by_length.csv (what `attnrepro compare` checks a run against)
+    are the same numbers: mean [band_lo, band_hi] of every model and bucket."""
+    import pandas as pd
+
+    bands = pd.read_csv(REPO / "docs/figures/bleu_by_length.csv").set_index(["bucket_hi", "base"])
+    bases = list(dict.fromkeys(bands.index.get_level_values("base")))
+    text = (REPO / "README.md").read_text().split("## The result behind the figure")[1]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "–" in line.split("|")[1]]
+    cells = {
+        int(line.split("|")[1].strip().split("–")[1]): [c.strip() for c in line.split("|")[2:-1]]
+        for line in rows
+        if line.split("|")[1].strip().replace("–", "").isdigit()
+    }
+    assert sorted(cells) == sorted(set(bands.index.get_level_values("bucket_hi")))
+    for hi, row in cells.items():
+        expected = [f"{bands.loc[(hi, b), 'mean']:.1f} [{bands.loc[(hi, b), 'band_lo']:.1f}, "
+                    f"{bands.loc[(hi, b), 'band_hi']:.1f}]" for b in bases]  # fmt: skip
+        assert row == expected, hi
