@@ -208,7 +208,10 @@ def test_the_embedded_default_plans_every_job(tmp_path):
     }
     expected = per_run | {"train": n_models, "translate": n_models, "score": n_models, "figure_alignments": n_attention}
     assert counts == expected | {"total": sum(expected.values())}
-    assert n_models == 10 and n_attention == 7  # every family of the history; all but rnnenc x2 and seq2seq attend
+    bases = {m.base for m in cfg.models.values()}
+    attention_bases = {m.base for m in cfg.models.values() if m.arch in ATTENTION_ARCHS}
+    assert len(bases) == 10 and len(attention_bases) == 7  # every family; all but rnnenc x2 and seq2seq attend
+    assert n_models == 10 * len(yaml.safe_load((REPO / "config/config.yaml").read_text())["seeds"])  # once per seed
 
 
 def test_snakemake_lint_is_clean():
