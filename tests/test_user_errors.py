@@ -245,6 +245,12 @@ def test_ctrl_c_checkpoints_the_update_under_way_and_the_same_command_resumes(tm
     assert "Nothing to be done" in done.stdout + done.stderr
 
 
+def _foreground_ctrl_c() -> None:
+    """The child takes Ctrl-C as a foreground job does, even where pytest itself was started in the background
+    (`cmd &` starts with SIGINT ignored, and an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_of_a_verb_outside_training_is_one_line_and_the_shells_status(tmp_path):
     """`attnrepro generate` of the embedded corpus (150 000 pairs, seconds) interrupted mid-way."""
@@ -252,6 +258,7 @@ def test_ctrl_c_of_a_verb_outside_training_is_one_line_and_the_shells_status(tmp
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnrepro.cli", "generate", "--config", str(REPO / "config/config.yaml"),
          "--out-dir", str(out_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_foreground_ctrl_c,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not out_dir.exists() and time.monotonic() < deadline:
