@@ -140,12 +140,8 @@ def test_the_readme_fig2_table_is_the_committed_band_table():
     bands = pd.read_csv(REPO / "docs/figures/bleu_by_length.csv").set_index(["bucket_hi", "base"])
     bases = list(dict.fromkeys(bands.index.get_level_values("base")))
     text = (REPO / "README.md").read_text().split("## The result behind the figure")[1]
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "–" in line.split("|")[1]]
-    cells = {
-        int(line.split("|")[1].strip().split("–")[1]): [c.strip() for c in line.split("|")[2:-1]]
-        for line in rows
-        if line.split("|")[1].strip().replace("–", "").isdigit()
-    }
+    rows = (re.match(r"\| \d+–(\d+) \|(.*)\|$", line) for line in text.splitlines())
+    cells = {int(row[1]): [c.strip() for c in row[2].split("|")] for row in rows if row}
     assert sorted(cells) == sorted(set(bands.index.get_level_values("bucket_hi")))
     for hi, row in cells.items():
         expected = [f"{bands.loc[(hi, b), 'mean']:.1f} [{bands.loc[(hi, b), 'band_lo']:.1f}, "
