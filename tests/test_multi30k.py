@@ -71,7 +71,7 @@ def _config(root: Path, server: ArchiveServer) -> Path:
     }  # fmt: skip
     for model in raw["models"].values():
         model["train"] = {**model["train"], **SMALL_TRAIN}
-    raw["models"]["transformer"]["train"]["warmup_steps"] = 100
+    raw["models"]["transformer"]["train"].update(warmup_steps=100, average_last=2)
     raw["search"] = {"beam": 4, "batch_size": 50}
     config = root / "config" / "multi30k_en_de.yaml"
     config.parent.mkdir()
