@@ -197,24 +197,45 @@ def test_the_multi30k_config_plans_every_job_offline(tmp_path):
     assert not (tmp_path / "results" / "downloads").exists()
 
 
+def _mirrored(name: str, config_dir: Path, server: ArchiveServer, mirror: Path) -> Path:
+    """config/NAME with its URLs on `server` (which serves nothing) and `mirror` as its data.wmt.mirror."""
+    raw = yaml.safe_load((REPO / "config" / name).read_text())
+    for spec in raw["data"]["wmt"]["files"].values():
+        spec["url"] = f"{server.url}{urlparse(spec['url']).path}"
+    raw["data"]["wmt"].update(mirror=str(mirror), retries=0)
+    config = config_dir / name
+    config.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return config
+
+
+def _planned(out) -> dict[str, str]:
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.MULTILINE))
+
+
 def test_multi30k_download_extract_clean_from_a_mirror_of_the_real_files(tmp_path):
     mirror = real_data() / "multi30k"
-    raw = yaml.safe_load(MULTI30K.read_text())
+    (tmp_path / "config").mkdir()
     with ArchiveServer() as server:  # serves nothing: every file must come from the mirror
-        for spec in raw["data"]["wmt"]["files"].values():
-            spec["url"] = f"{server.url}{urlparse(spec['url']).path}"
-        raw["data"]["wmt"].update(mirror=str(mirror), retries=0)
-        config = tmp_path / "config" / "multi30k_en_de.yaml"
-        config.parent.mkdir()
-        config.write_text(yaml.safe_dump(raw, sort_keys=False))
+        config = _mirrored("multi30k_en_de.yaml", tmp_path / "config", server, mirror)
         data = "results/multi30k_en_de/data"
         targets = [f"{data}/{split}.{side}" for split in ("train", "valid", "test") for side in ("src", "tgt")]
         out = snakemake(tmp_path / "work", config, "--cores", "2", *targets)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         assert server.log == []
+        # En-Fr shares the English files' downloads: planning it fetches only the French three, and En-De,
+        # planned again, has nothing to do (the config's path is not a param of the download)
+        en_fr = _mirrored("multi30k_en_fr.yaml", tmp_path / "config", server, mirror)
+        fr_data = [
+            f"results/multi30k_en_fr/data/{split}.{side}"
+            for split in ("train", "valid", "test")
+            for side in ("src", "tgt")
+        ]
+        assert _planned(snakemake(tmp_path / "work", en_fr, "-n", *fr_data))["download"] == "3"
+        assert "download" not in _planned(snakemake(tmp_path / "work", config, "-n", *targets))
     for name in ("train.en.gz", "val.de.gz", "test_2016_flickr.en.gz"):
         assert (tmp_path / "work/results/downloads/multi30k" / name).read_bytes() == (mirror / name).read_bytes()
-    assert list(config.parent.iterdir()) == [config]  # every size and sha256 published: nothing pinned
+    assert sorted(config.parent.iterdir()) == [config, en_fr]  # every size and sha256 published: nothing pinned
     first = {
         "train": ("Two young, White males are outside near many bushes.",
                   "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche."),

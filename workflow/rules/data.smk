@@ -31,10 +31,8 @@ else:
         its .part, retried, its end confirmed); verified, then renamed."""
         output:
             f"{DOWNLOADS}/{{archive}}",
-        params:
-            config=RESOLVED_CONFIG,
+        params:  # not the config's or lock file's path: datasets that share an archive share its download
             file=lambda wildcards: FILE_OF_ARCHIVE[wildcards.archive],
-            lock=LOCK_FILE,
             settings=lambda wildcards: job_params("download", wildcards),
         wildcard_constraints:
             archive="|".join(re.escape(name) for name in FILE_OF_ARCHIVE),
@@ -43,7 +41,7 @@ else:
         log:
             f"{RESULTS}/logs/download_{{archive}}.log",
         shell:
-            "attnrepro download --config {params.config:q} --file {params.file:q} --lock {params.lock:q}"
+            "attnrepro download --config {RESOLVED_CONFIG:q} --file {params.file:q} --lock {LOCK_FILE:q}"
             " --out {output:q} > {log:q} 2>&1"
 
     rule extract:
