@@ -188,10 +188,14 @@ def test_every_model_is_scored_on_detokenized_text_and_tabled_by_length(finished
 MULTI30K = REPO / "config" / "multi30k_en_de.yaml"
 
 
-def test_the_multi30k_config_plans_every_job_offline(tmp_path):
-    out = snakemake(tmp_path, MULTI30K, "-n")
+def _planned(out) -> dict[str, str]:
+    """Job counts of a Snakemake plan ("rule  n" rows of its job stats), from a run that succeeded."""
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.MULTILINE))
+    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.MULTILINE))
+
+
+def test_the_multi30k_config_plans_every_job_offline(tmp_path):
+    jobs = _planned(snakemake(tmp_path, MULTI30K, "-n"))
     per_model = {"train": "4", "translate": "4", "score": "4"}  # RNNencdec, RNNsearch, seq2seq, Transformer
     assert {"download": "6", "extract": "3", "clean": "3", "tokenizer": "2", **per_model}.items() <= jobs.items()
     assert not (tmp_path / "results" / "downloads").exists()
@@ -206,11 +210,6 @@ def _mirrored(name: str, config_dir: Path, server: ArchiveServer, mirror: Path) 
     config = config_dir / name
     config.write_text(yaml.safe_dump(raw, sort_keys=False))
     return config
-
-
-def _planned(out) -> dict[str, str]:
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return dict(re.findall(r"^(\w+)\s+(\d+)$", out.stdout, flags=re.MULTILINE))
 
 
 def test_multi30k_download_extract_clean_from_a_mirror_of_the_real_files(tmp_path):
