@@ -188,6 +188,26 @@ def test_sigterm_and_ctrl_c_checkpoint_and_exit_75(tiny_corpus, tmp_path, sig):
     assert 0 < load_checkpoint(tmp_path / "run/resume/last.pt")["step"] < 5000
 
 
+def test_a_second_signal_arriving_inside_the_first_ones_handler_is_not_announced_again(monkeypatch, capsys):
+    """Ctrl-C reaches the trainer as SIGINT and, through its launcher, as SIGTERM; the second handler can run
+    inside the first (between two of its bytecodes). Here it runs inside the first one's print: one request,
+    one announcement (a fresh-clone .ci/run of 88afe47 logged both)."""
+    import attnrepro.training.loop as loop
+
+    def print_and_be_interrupted(*args, **kwargs):
+        monkeypatch.setattr(loop, "print", print, raising=False)  # the nested handler prints for real
+        os.kill(os.getpid(), signal.SIGTERM)  # Python runs its handler before the next bytecode here
+        print(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "print", print_and_be_interrupted, raising=False)
+    with loop.stop_requests() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(3):  # bytecodes for the handlers to run
+            pass
+        assert stop["requested"]
+    assert capsys.readouterr().out == "received SIGINT: checkpointing at the end of this update\n"
+
+
 def test_resume_from_a_truncated_checkpoint_names_the_file(test_config, tiny_corpus, tmp_path):
     _run(test_config, tiny_corpus, tmp_path / "run", max_steps=5, checkpoint_every=5)
     last = tmp_path / "run/resume/last.pt"

@@ -95,10 +95,18 @@ def stop_requests() -> Iterator[dict[str, bool]]:
         yield flag
         return
 
+    # Ctrl-C reaches the trainer twice, from the terminal and from its launcher, and the second signal's
+    # handler can run inside the first one (between any two bytecodes): list.pop() is one C call, so
+    # exactly one handler takes the announcement.
+    unannounced = [True]
+
     def handler(signum, frame):
-        if not flag["requested"]:  # Ctrl-C reaches the trainer twice: from the terminal and from its launcher
-            print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
         flag["requested"] = True
+        try:
+            unannounced.pop()
+        except IndexError:
+            return
+        print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
     try:
