@@ -574,6 +574,44 @@ def test_early_stopping_translates_the_best_weights_and_resumes_inside_a_patienc
     assert _log_rows(tmp_path / "resumed/train_log.csv") == rows
 
 
+def test_a_run_continued_past_an_off_cadence_cap_stops_where_a_run_started_with_the_larger_cap_stops(
+    test_config, tiny_corpus, tmp_path
+):
+    """lr 1e-9 keeps the validation loss flat: with patience 3, validations every 4 updates, a run stops at
+    16 (test above). Capped at 10 first, it validates at 10 too; continued to 300, it must still stop at 16
+    (counting the check at 10 stopped it at 12) and translate the same weights."""
+    flat = {"lr": 1e-9, "patience": 3, "valid_every": 4, "log_every": 4, "checkpoint_every": 1000}
+    straight = _run(test_config, tiny_corpus, tmp_path / "straight", max_steps=300, **flat)
+    capped = load_checkpoint(_run(test_config, tiny_corpus, tmp_path / "continued", max_steps=10, **flat))
+    assert (capped["step"], capped["stopped_at"], capped["stop_reason"]) == (4, 10, "max_steps")
+    continued = _run(test_config, tiny_corpus, tmp_path / "continued", max_steps=300, **flat)
+    keys = ("step", "stopped_at", "valid_loss", "stop_reason")
+    assert {k: load_checkpoint(continued)[k] for k in keys} == {k: load_checkpoint(straight)[k] for k in keys}
+    assert load_checkpoint(straight)["stopped_at"] == 16 and _identical(straight, continued)
+    logged = [r["step"] for r in _log_rows(tmp_path / "continued/train_log.csv") if r["valid_loss"]]
+    assert logged == ["4", "8", "10", "12", "16"]  # the cap's validation is logged all the same
+
+
+def test_a_run_ending_at_an_off_cadence_cap_translates_its_last_weights_when_they_validate_best(
+    test_config, tiny_corpus, tmp_path
+):
+    """Validations at 4 and 8, and at the cap 10; the loss still falls, so the weights of step 10 are
+    translated, also when a rerun finds the run finished in resume/last.pt and checkpoint.pt gone."""
+    ckpt = _run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, patience=3, valid_every=4, log_every=2)
+    final = load_checkpoint(ckpt)
+    valid = {
+        int(r["step"]): float(r["valid_loss"]) for r in _log_rows(tmp_path / "run/train_log.csv") if r["valid_loss"]
+    }
+    assert list(valid) == [4, 8, 10] and valid[10] < valid[8] < valid[4]
+    assert (final["step"], final["stopped_at"], final["valid_loss"]) == (10, 10, valid[10])
+    assert _identical(ckpt, tmp_path / "run/resume/last.pt")
+    first = _weights(ckpt)
+    ckpt.unlink()  # killed after last.pt, before checkpoint.pt: the rerun measures the cap's validation again
+    again = load_checkpoint(_run(test_config, tiny_corpus, tmp_path / "run", max_steps=10, patience=3, valid_every=4))
+    assert (again["step"], again["valid_loss"]) == (10, valid[10])
+    assert all(torch.equal(first[k], again["model"][k]) for k in first)
+
+
 def test_patience_and_checkpoint_averaging_exclude_each_other():
     from attnrepro.config import from_dict, load_config
 

@@ -162,6 +162,7 @@ class Trainer:
         self.ranks, self.device, self.valid_bleu = ranks, device, valid_bleu
         self.resume_path = out_dir / "resume" / "last.pt"
         self.best_path = out_dir / "resume" / "best.pt"  # the best validation's weights (train.patience > 0)
+        self.cap_loss: float | None = None  # the validation at max_steps when it is off the valid_every cadence
         if ranks.is_main:
             self.resume_path.parent.mkdir(parents=True, exist_ok=True)
         self.cadence = Cadence.of(self.tc)
@@ -334,6 +335,9 @@ class Trainer:
             if self.valid_bleu is not None:
                 found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
         (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
+        if not self.cadence.on_cadence(step):  # the cap: logged and a candidate for the weights translated,
+            self.cap_loss = loss  # but not counted, so that a run continued to a larger cap is the run started so
+            return found
         early = self.state.early
         early.record(loss, step, self.tc.min_delta, self.tc.patience, self.tc.plateau_decay, self.tc.plateau_decays)
         if main and self.tc.patience > 0 and early.best_step == step:
@@ -386,11 +390,15 @@ class Trainer:
         return final
 
     def final_checkpoint(self) -> dict[str, Any]:
-        """The weights translated (with patience: the best validation's, from resume/best.pt; else the last),
-        their `step` and `valid_loss`, what rebuilds the model, and how training ended."""
+        """The weights translated (with patience: the best validation's, from resume/best.pt, or the last
+        step's when a run ended at a cap off the validation cadence and validated better there; else the
+        last), their `step` and `valid_loss`, what rebuilds the model, and how training ended."""
         mc, early = self.mc, self.state.early
         weights, step, loss = self.model.state_dict(), self.state.step, early.last_loss
-        if self.tc.patience > 0:
+        cap_loss = self.final_cap_loss()
+        if cap_loss is not None:
+            loss = cap_loss
+        if self.tc.patience > 0 and (cap_loss is None or cap_loss >= early.best_loss):
             best = load_checkpoint(self.best_path, ("model", "step"))
             if best["step"] != early.best_step:
                 raise DataError(f"{self.best_path} holds step {best['step']}, but the run's best validation was at"
@@ -399,6 +407,17 @@ class Trainer:
         return {"model": weights, "arch": mc.arch, "params": dict(mc.params), "src_vocab": self.vocab[0],
                 "tgt_vocab": self.vocab[1], "step": step, "valid_loss": loss, "stopped_at": self.state.step,
                 "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train)}  # fmt: skip
+
+    def final_cap_loss(self) -> float | None:
+        """The validation loss of the last weights when the run ended at max_steps off the cadence (measured
+        again if a rerun found the run finished in resume/last.pt), else None."""
+        if self.state.early.stopped or self.cadence.on_cadence(self.state.step):
+            return None
+        if self.cap_loss is None:
+            loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
+                              self.valid_pairs, self.tc.valid_average)  # fmt: skip
+            self.cap_loss = round(loss, 5)
+        return self.cap_loss
 
 
 def _nonpad_fraction(corpus: Corpus, update: list[np.ndarray]) -> float:

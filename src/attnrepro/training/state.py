@@ -29,7 +29,12 @@ class Cadence:
         return cls(tc.log_every, tc.valid_every, tc.checkpoint_every, tc.max_steps)
 
     def validates(self, step: int) -> bool:
-        return step % self.valid_every == 0 or step == self.max_steps
+        return self.on_cadence(step) or step == self.max_steps
+
+    def on_cadence(self, step: int) -> bool:
+        """A validation every run with these settings makes, whatever its max_steps: the ones that count
+        towards the plateau rule (the one at an off-cadence max_steps does not)."""
+        return step % self.valid_every == 0
 
     def logs(self, step: int) -> bool:
         """A validation always gets its log row."""
