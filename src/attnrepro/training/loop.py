@@ -329,9 +329,7 @@ class Trainer:
             return {}
         found = {}
         if main:
-            loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
-                              self.valid_pairs, self.tc.valid_average)  # fmt: skip
-            found["valid_loss"] = round(loss, 5)
+            found["valid_loss"] = self.measure_valid_loss()
             if self.valid_bleu is not None:
                 found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
         (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
@@ -414,10 +412,14 @@ class Trainer:
         if self.state.early.stopped or self.cadence.on_cadence(self.state.step):
             return None
         if self.cap_loss is None:
-            loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
-                              self.valid_pairs, self.tc.valid_average)  # fmt: skip
-            self.cap_loss = round(loss, 5)
+            self.cap_loss = self.measure_valid_loss()
         return self.cap_loss
+
+    def measure_valid_loss(self) -> float:
+        """The current weights' validation loss, rounded as train_log.csv records it."""
+        loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
+                          self.valid_pairs, self.tc.valid_average)  # fmt: skip
+        return round(loss, 5)
 
 
 def _nonpad_fraction(corpus: Corpus, update: list[np.ndarray]) -> float:
