@@ -627,6 +627,57 @@ def test_patience_and_checkpoint_averaging_exclude_each_other():
         assert {m.train.patience for m in load_config(REPO / "config" / name).models.values()} == {0}
 
 
+def test_ema_weights_are_the_moving_average_of_every_update_and_resume_exactly(test_config, tiny_corpus, tmp_path):
+    """ema_decay 0.9: after update 1 the average is the weights, after update k 0.9 avg + 0.1 weights; a run
+    stopped after each update and resumed keeps that average (last.pt holds it) and ends where a straight one does."""
+    run = tmp_path / "stepwise"
+    averages, weights = [], []
+    for step in (1, 2, 3):
+        final = _run(test_config, tiny_corpus, run, max_steps=step, ema_decay=0.9, checkpoint_every=1000)
+        averages.append(_weights(final))
+        weights.append(_weights(run / "resume/last.pt"))
+        assert load_checkpoint(final)["step"] == step
+    assert all(torch.equal(averages[0][k], weights[0][k]) for k in weights[0])
+    for k in (1, 2):
+        assert not torch.equal(averages[k]["readout.out.weight"], weights[k]["readout.out.weight"])
+        for name, w in weights[k].items():
+            torch.testing.assert_close(averages[k][name], 0.9 * averages[k - 1][name] + 0.1 * w)
+    straight = _run(test_config, tiny_corpus, tmp_path / "straight", max_steps=3, ema_decay=0.9)
+    assert _identical(straight, run / "checkpoint.pt")
+
+
+def test_with_ema_the_averaged_weights_are_validated_kept_and_translated(test_config, tiny_corpus, tmp_path):
+    """The validation loss logged, best.pt and checkpoint.pt are the moving average's, not the last weights'."""
+    from attnrepro.data.batching import Corpus
+    from attnrepro.training.checkpoint import build_from_checkpoint
+    from attnrepro.training.validation import valid_loss
+
+    ckpt = load_checkpoint(_run(test_config, tiny_corpus, tmp_path / "run", max_steps=40, ema_decay=0.95, **EARLY))
+    valid = Corpus.load(tiny_corpus / "encoded/valid.npz")
+    batch_tokens = test_config.model("rnnsearch10").train.batch_tokens
+
+    def loss(weights: dict[str, torch.Tensor]) -> float:
+        return round(valid_loss(build_from_checkpoint(ckpt | {"model": weights}), valid, batch_tokens), 5)
+
+    assert loss(ckpt["model"]) == ckpt["valid_loss"]
+    assert _identical(tmp_path / "run/checkpoint.pt", tmp_path / "run/resume/best.pt")
+    last = _weights(tmp_path / "run/resume/last.pt")  # the trained weights, not the average
+    assert not all(torch.equal(last[k], ckpt["model"][k]) for k in last)
+
+
+def test_ema_and_checkpoint_averaging_exclude_each_other_and_a_decay_of_1_is_refused():
+    from attnrepro.config import from_dict
+
+    raw = yaml.safe_load((REPO / "config/test.yaml").read_text())
+    raw["models"]["rnnsearch10"]["train"].update(ema_decay=0.99, average_last=2)
+    with pytest.raises(ConfigError, match="models.rnnsearch10.train: ema_decay=0.99 .* average_last=2"):
+        from_dict(raw)
+    raw["models"]["rnnsearch10"]["train"].update(ema_decay=1.0, average_last=1)
+    with pytest.raises(Exception, match="ema_decay"):
+        from_dict(raw)
+    assert TrainConfig().ema_decay == 0.0  # the weights themselves unless a config asks
+
+
 @pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])
 def test_paper_configs_normalise_the_loss_as_their_paper(config):
     from attnrepro.config import load_config

@@ -154,6 +154,7 @@ class TrainConfig:
     step_compile: str = "none"  # none | fused | graphed: the 2014 decoders' teacher-forced steps (models.step_compile)
     loss_chunk_tokens: int = 0  # > 0: the loss of that many target positions at a time (training.objective)
     average_last: int = 1
+    ema_decay: float = 0.0  # > 0: validate and translate an exponential moving average of the weights
     valid_bleu: bool = False
 
     def __post_init__(self) -> None:

@@ -97,6 +97,11 @@ def _check_training(cfg: Config, m: ModelConfig) -> None:
             f"{key}: patience={tc.patience} translates the best validation's weights, average_last="
             f"{tc.average_last} the mean of the last checkpoints; set one of them (patience: 0 or average_last: 1)"
         )
+    if tc.ema_decay > 0 and tc.average_last > 1:
+        raise ConfigError(
+            f"{key}: ema_decay={tc.ema_decay} translates a moving average of the weights, average_last="
+            f"{tc.average_last} the mean of the last checkpoints; set one of them (ema_decay: 0 or average_last: 1)"
+        )
     if cfg.synthetic is not None and tc.max_src_len > cfg.synthetic.max_train_len:
         raise ConfigError(
             f"{key}.max_src_len={tc.max_src_len} exceeds data.synthetic.max_train_len={cfg.synthetic.max_train_len}"

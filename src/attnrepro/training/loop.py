@@ -19,6 +19,8 @@ batches per update differ, or whose max_steps is below the saved step, sets `res
 Early stopping (`train.patience` > 0). Every validation is recorded in the state; the weights of
 the lowest validation loss are kept in `resume/best.pt` (last.pt is written right after, so the
 two agree) and are what `checkpoint.pt` holds, with their step, `stopped_at` and `stop_reason`.
+With `train.ema_decay` > 0 the weights validated, kept and translated are an exponential moving
+average of the trained ones (`Trainer.evaluated`), updated after every step and resumed from last.pt.
 
 Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption), or SIGINT (Ctrl-C),
 makes the loop write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`.
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from attnrepro.config import ModelConfig
@@ -171,6 +174,10 @@ class Trainer:
         self.model = build_model(mc.arch, *vocab, mc.params).to(device)
         self.optimizer = make_optimizer(self.model.parameters(), self.tc)
         self.d_model = getattr(self.model, "d_model", None)
+        # Polyak averaging: avg <- d avg + (1 - d) weights after every update (the first copies them)
+        decay = self.tc.ema_decay
+        self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(decay)) if decay > 0 else None
+        self.evaluated = self.model if self.ema is None else self.ema.module  # validated, kept and translated
 
         self.corpus = Corpus.load(train_path)
         self.valid = Corpus.load(valid_path)
@@ -232,6 +239,8 @@ class Trainer:
         try:  # the fingerprint matched: only a change of the model's code can make this fail
             self.model.load_state_dict(saved["model"])
             self.optimizer.load_state_dict(saved["optimizer"])
+            if self.ema is not None:
+                self.ema.load_state_dict(saved["ema"])
         except (RuntimeError, ValueError, KeyError) as err:
             raise DataError(f"{path}: does not fit model {self.mc.name} ({err}); delete {path.parent} to start over"
                             ) from err  # fmt: skip
@@ -316,6 +325,8 @@ class Trainer:
         if self.tc.clip_norm > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
         self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update_parameters(self.model)
         src_tokens = sum(int(corpus.src_lens[b].sum()) for b in update)
         self.state.record_update(src_tokens, n_tgt, loss_value, _nonpad_fraction(corpus, update), started)
         self.bar.update(1)
@@ -331,7 +342,7 @@ class Trainer:
         if main:
             found["valid_loss"] = self.measure_valid_loss()
             if self.valid_bleu is not None:
-                found["valid_bleu"] = round(self.valid_bleu(self.model), 2)
+                found["valid_bleu"] = round(self.valid_bleu(self.evaluated), 2)
         (loss,) = sum_over_ranks([found.get("valid_loss", 0.0)], self.ranks, self.device)  # rank 0's, everywhere
         if not self.cadence.on_cadence(step):  # the cap: logged and a candidate for the weights translated,
             self.cap_loss = loss  # but not counted, so that a run continued to a larger cap is the run started so
@@ -339,7 +350,7 @@ class Trainer:
         early = self.state.early
         early.record(loss, step, self.tc.min_delta, self.tc.patience, self.tc.plateau_decay, self.tc.plateau_decays)
         if main and self.tc.patience > 0 and early.best_step == step:
-            atomic_save({"model": self.model.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
+            atomic_save({"model": self.evaluated.state_dict(), "step": step, "valid_loss": loss}, self.best_path)
         return found
 
     def maybe_log(self, lr: float, valid: dict[str, float]) -> None:
@@ -373,6 +384,8 @@ class Trainer:
         if self.tc.average_last > 1 and self.cadence.checkpoints(step):
             keep_for_averaging(self.model.state_dict(), step, self.resume_path.parent / "kept", self.tc.average_last)
         weights = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.ema is not None:
+            weights["ema"] = self.ema.state_dict()
         atomic_save(weights | self.state.to_checkpoint(rngs) | {"fingerprint": self.fingerprint}, self.resume_path)
 
     def finish(self) -> Path:
@@ -392,7 +405,7 @@ class Trainer:
         step's when a run ended at a cap off the validation cadence and validated better there; else the
         last), their `step` and `valid_loss`, what rebuilds the model, and how training ended."""
         mc, early = self.mc, self.state.early
-        weights, step, loss = self.model.state_dict(), self.state.step, early.last_loss
+        weights, step, loss = self.evaluated.state_dict(), self.state.step, early.last_loss
         cap_loss = self.final_cap_loss()
         if cap_loss is not None:
             loss = cap_loss
@@ -416,8 +429,8 @@ class Trainer:
         return self.cap_loss
 
     def measure_valid_loss(self) -> float:
-        """The current weights' validation loss, rounded as train_log.csv records it."""
-        loss = valid_loss(self.model, self.valid, self.tc.batch_tokens, self.device, self.autocast,
+        """The validation loss of the weights evaluated now, rounded as train_log.csv records it."""
+        loss = valid_loss(self.evaluated, self.valid, self.tc.batch_tokens, self.device, self.autocast,
                           self.valid_pairs, self.tc.valid_average)  # fmt: skip
         return round(loss, 5)
 
