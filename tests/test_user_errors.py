@@ -229,9 +229,10 @@ def test_ctrl_c_checkpoints_the_update_under_way_and_the_same_command_resumes(tm
     assert proc.returncode != 0, output[-3000:]
     train_log = log.read_text()
     assert "Traceback" not in train_log and "KeyboardInterrupt" not in train_log, train_log[-3000:]
-    # Ctrl-C signals the trainer itself and, through its launcher, as SIGTERM: whichever comes first is named
-    first = "SIG(INT|TERM)" if to == "process group" else "SIGINT"
-    assert len(re.findall(f"received {first}: checkpointing at the end of this update", train_log)) == 1
+    # Both ways signal the trainer itself (Ctrl-C through the process group, `kill -INT` through Snakemake's
+    # handler, which signals every process it started) and, through its launcher, as SIGTERM: whichever
+    # comes first is named, once (CI at 367e385 saw SIGTERM first with Snakemake alone).
+    assert len(re.findall("received SIG(INT|TERM): checkpointing at the end of this update", train_log)) == 1
     assert f"attnrepro launch: stopped by SIGINT (exit status {PREEMPTED_EXIT_CODE}); checkpoint kept" in train_log
     step = load_checkpoint(workdir / RESULTS / "rnnsearch10/resume/last.pt")["step"]
     assert 0 < step < 2000 and f"stopped by a signal after step {step};" in train_log  # every update kept
