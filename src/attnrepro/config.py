@@ -307,6 +307,7 @@ def validate(raw: dict[str, Any]) -> dict[str, Any]:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate as snakemake_validate
 
+    _refuse_non_finite(raw)
     try:
         snakemake_validate(raw, str(SCHEMA_PATH))
     except WorkflowError as err:
@@ -316,6 +317,20 @@ def validate(raw: dict[str, Any]) -> dict[str, Any]:
         key = ".".join(str(part) for part in violation.absolute_path) or "(top level)"
         raise ConfigError(f"{key}: {violation.message}") from err
     return raw
+
+
+def _refuse_non_finite(value: Any, key: str = "") -> None:
+    """A `ConfigError` naming the first number that is NaN or infinite (YAML's .nan, .inf), wherever it is:
+    JSON Schema's bounds are comparisons, and NaN passes every comparison. `x-` anchors are checked where
+    they are merged."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}: {value} is not a finite number")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_non_finite(item, f"{key}[{i}]")
+    for name, item in value.items() if isinstance(value, dict) else ():
+        if not (key == "" and str(name).startswith("x-")):
+            _refuse_non_finite(item, f"{key}.{name}" if key else str(name))
 
 
 def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:

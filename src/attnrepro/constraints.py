@@ -17,14 +17,45 @@ if TYPE_CHECKING:
     from attnrepro.config import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
 
 
+# A model's results are results/{dataset}/{model}/ and its jobs are found by that path: a model named like a
+# folder the workflow writes there, or like a rule (a target on the command line), makes the DAG cyclic or
+# ambiguous. tests/test_never_lie.py checks this against `snakemake --list` and the rules' output paths.
+RULE_NAMES = (
+    "all", "average", "clean", "download", "encode", "extract", "figure_alignments", "figure_length",
+    "figure_training", "figures", "generate", "score", "tables", "tokenizer", "train", "translate",
+)  # fmt: skip
+RESULT_FOLDERS = ("benchmarks", "captions", "data", "encoded", "figures", "logs", "raw", "tables", "tokenizer")
+RESERVED_NAMES = tuple(sorted(set(RULE_NAMES) | set(RESULT_FOLDERS)))
+
+
 def check(cfg: Config) -> None:
     """Raise `ConfigError` for the first constraint `cfg` breaks."""
+    _check_names(cfg)
     _check_tokenizers(cfg)
     _check_data(cfg)
+    _check_evaluate(cfg)
     for m in cfg.models.values():
         _check_architecture(cfg, m)
         _check_training(cfg, m)
         _check_search(cfg, m)
+
+
+def _check_names(cfg: Config) -> None:
+    for base in dict.fromkeys(m.base for m in cfg.models.values()):
+        if base in RESERVED_NAMES:
+            raise ConfigError(
+                f"models.{base}: {base!r} is the name of a rule or of a folder under results/{cfg.dataset}/; "
+                f"rename the model (reserved: {', '.join(RESERVED_NAMES)})"
+            )
+
+
+def _check_evaluate(cfg: Config) -> None:
+    ev = cfg.evaluate
+    if ev.max_len % ev.bucket_width:  # scoring.bucket_of: the last bucket would overlap the one before it
+        raise ConfigError(
+            f"evaluate.max_len={ev.max_len} is not a multiple of evaluate.bucket_width={ev.bucket_width}: "
+            "the last length bucket would overlap the one before it"
+        )
 
 
 def _check_tokenizers(cfg: Config) -> None:
@@ -85,6 +116,11 @@ def _check_training(cfg: Config, m: ModelConfig) -> None:
         raise ConfigError(
             f"{key}.update_tokens={tc.update_tokens} is less than one batch ({key}.batch_tokens={tc.batch_tokens}): "
             "use 0 for one batch per update, or at least batch_tokens"
+        )
+    if tc.patience == 0 and tc.plateau_decays > 0:
+        raise ConfigError(
+            f"{key}.plateau_decays={tc.plateau_decays} lowers the learning rate at a plateau, but patience=0 never "
+            "finds one: set patience > 0, or plateau_decays: 0"
         )
     checkpoints = math.ceil(tc.max_steps / tc.checkpoint_every)
     if tc.average_last > checkpoints:
