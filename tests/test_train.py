@@ -493,6 +493,21 @@ def test_an_improvement_is_a_1_percent_fall_of_the_perplexity_whatever_the_loss(
     assert early.stopped is not improved and early.best_loss == losses[-1]
 
 
+def test_with_min_delta_0_an_equal_loss_is_no_improvement_and_a_flat_loss_stops():
+    """min_delta 0 asks for any fall, however small: five equal validations with patience 2 stop at the third."""
+    from attnrepro.training.state import EarlyStopping
+
+    flat, stopped_at = EarlyStopping(), None
+    for step in range(1, 6):
+        flat.record(2.5, step, min_delta=0.0, patience=2)
+        stopped_at = stopped_at or (step if flat.stopped else None)
+    assert (stopped_at, flat.reference, flat.best_step) == (3, 2.5, 1)
+    falling = EarlyStopping()
+    for step, loss in enumerate([2.5, 2.49999, 2.49998, 2.49997], start=1):  # 1e-5: the logged resolution
+        falling.record(loss, step, min_delta=0.0, patience=2)
+    assert not falling.stopped and (falling.without_improvement, falling.reference) == (0, 2.49997)
+
+
 def test_a_plateau_lowers_the_learning_rate_while_decays_remain_then_stops():
     from attnrepro.training.state import EarlyStopping
 
@@ -661,8 +676,14 @@ def test_with_ema_the_averaged_weights_are_validated_kept_and_translated(test_co
 
     assert loss(ckpt["model"]) == ckpt["valid_loss"]
     assert _identical(tmp_path / "run/checkpoint.pt", tmp_path / "run/resume/best.pt")
-    last = _weights(tmp_path / "run/resume/last.pt")  # the trained weights, not the average
-    assert not all(torch.equal(last[k], ckpt["model"][k]) for k in last)
+    # last.pt is written at a validation: the loss logged there is its average's, and the trained weights' differs
+    resume = load_checkpoint(tmp_path / "run/resume/last.pt")
+    average = {k.removeprefix("module."): v for k, v in resume["ema"].items() if k.startswith("module.")}
+    rows = _log_rows(tmp_path / "run/train_log.csv")
+    logged = {int(r["step"]): float(r["valid_loss"]) for r in rows if r["valid_loss"]}
+    assert average.keys() == resume["model"].keys() and resume["step"] in logged
+    assert loss(average) == logged[resume["step"]] != loss(resume["model"])
+    assert logged[ckpt["step"]] == ckpt["valid_loss"] == min(logged.values())
 
 
 def test_ema_and_checkpoint_averaging_exclude_each_other_and_a_decay_of_1_is_refused():

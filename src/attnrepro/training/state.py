@@ -104,7 +104,8 @@ class EarlyStopping:
         self.last_loss = loss
         if loss < self.best_loss:
             self.best_loss, self.best_step = loss, step
-        if loss <= self.reference + math.log1p(-min_delta):  # perplexity down by >= min_delta, relative
+        # perplexity down by >= min_delta, relative; strictly down, so that min_delta 0 stops on a flat loss
+        if loss < self.reference and loss <= self.reference + math.log1p(-min_delta):
             self.reference, self.without_improvement = loss, 0
         else:
             self.without_improvement += 1
