@@ -119,6 +119,9 @@ rule figure_alignments:
     params:
         config=RESOLVED_CONFIG,
         settings=lambda wildcards: job_params("figure_alignments", wildcards),
+        # fig3.rst's: a run name is not always a key of config["models"] (NAME_seed2 with `seeds`)
+        label=lambda wildcards: CFG.model(wildcards.model).label,
+        arch=lambda wildcards: CFG.model(wildcards.model).arch,
         tokenizer_dir=lambda wildcards, input: os.path.dirname(input.tokenizer),
         figure=lambda wildcards: f"{RESULTS}/figures/alignment_{wildcards.model}",
     wildcard_constraints:
