@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check of issue 27: one script of at most 10 minutes on one GPU. Each part runs under its own
-# `timeout` and a failed part never stops the next; everything goes to $OUT (the device tool's folder;
-# default results/gpu_check): gpu_check.log, gpu_train.jsonl, m30k/.
+# The GPU check: one script of at most 10 minutes on one GPU. Each part runs under its own `timeout` and a
+# failed part never stops the next; everything goes to $OUT (default results/gpu_check): gpu_check.log,
+# gpu_train.jsonl, m30k/.
 #
 #   A. benchmarks/gpu_train.py (GPU_TRAIN_BUDGET_S, default 250 s of starting new variants; killed at +60 s):
 #      every model of config/wmt14_en_{fr,de}.yaml at its paper size and batch, in default_plan's order:
@@ -10,20 +10,17 @@
 #      eager (does it fit one GPU, how fast), the others' graphed steps and chunked loss, then fp32.
 #   B. Multi30k En-De end to end on the GPU (config/overlays/multi30k_gpu.yaml; M30K_TIMEOUT_S, default 300 s):
 #      wall time, each job's time, BLEU of every model beside the CPU run's intervals (docs/measurements.md).
-#      The data come from a mirror of the six published .gz files (nothing downloads on the device machine):
-#      $M30K_MIRROR, else results/mirror/multi30k, else ../shared/data/real/multi30k. On this project's
-#      machines, before calling the device tool:
-#          mkdir -p results/mirror && cp -r ../shared/data/real/multi30k results/mirror/
-#      and pass carry=["results/mirror"] (results/ is git-ignored, so it travels only when carried).
+#      The data come from a folder holding the six published .gz files (nothing is downloaded), named by
+#      M30K_MIRROR or the script's first argument; without one, part B says so and is skipped. A folder
+#      under results/ (git-ignored) can be copied to the GPU machine with the checkout.
 #   legacy: the 2026-12-04 check (config/test.yaml on CUDA and CPU, bf16 steps, search parity, gpu_mfu.py).
 #
-#     bash benchmarks/gpu_check.sh                   # PARTS="train m30k"
-#     PARTS=m30k M30K_TIMEOUT_S=540 bash benchmarks/gpu_check.sh
+#     bash benchmarks/gpu_check.sh path/to/multi30k   # PARTS="train m30k"
+#     PARTS=m30k M30K_TIMEOUT_S=540 M30K_MIRROR=path/to/multi30k bash benchmarks/gpu_check.sh
 #     GPU_TRAIN_ARGS="--device cpu --tiny" M30K_SNAKEMAKE_ARGS=-n bash benchmarks/gpu_check.sh  # the plumbing, on a CPU
 #
-# The first run of the 2026-12-04 check found the machine's Python without Snakemake and sacremoses (needed
-# here too: configs are validated through snakemake.utils): put their wheels in .whl/, carried like the mirror;
-# they are installed to /tmp/site.
+# A machine whose Python lacks Snakemake and sacremoses (needed here too: configs are validated through
+# snakemake.utils): put their wheels in .whl/, copied with the checkout; they are installed to /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results/gpu_check}
@@ -63,12 +60,9 @@ fi
 
 if part m30k; then
   echo "== B. Multi30k En-De end to end on the GPU ($(date -u +%T))"
-  mirror=${M30K_MIRROR:-}
-  for candidate in results/mirror/multi30k ../shared/data/real/multi30k; do
-    [ -z "$mirror" ] && [ -f "$candidate/train.en.gz" ] && mirror=$candidate
-  done
-  if [ -z "$mirror" ]; then
-    echo "FAILED: no Multi30k mirror (M30K_MIRROR, results/mirror/multi30k, ../shared/data/real/multi30k)"
+  mirror=${M30K_MIRROR:-${1:-}}
+  if [ -z "$mirror" ] || [ ! -f "$mirror/train.en.gz" ]; then
+    echo "FAILED: no Multi30k mirror: name a folder holding train.en.gz etc. (M30K_MIRROR or the first argument)"
   else
     work=$(mktemp -d)
     printf 'data:\n  wmt:\n    mirror: %s\n' "$(realpath "$mirror")" >"$work/mirror.yaml"
