@@ -466,3 +466,14 @@ def test_translate_searches_the_no_unk_subset_again_with_unk_banned():
         NO_UNK_MAIN,
     )
     assert model.searches == searches
+
+
+def test_the_resolution_is_what_one_wrong_last_word_takes_from_a_perfect_translation():
+    from attnrepro.evaluation.scoring import bleu_resolution
+
+    refs = ["the cat sees the dog .", "a small bird sings in the tree today .", "we go home ."]
+    hyps = refs[:2] + ["we go home !"]  # the last token of one sentence wrong
+    stats = sentence_stats(hyps, refs, "en")[0]
+    resolution = bleu_resolution(stats.rows[:, 1])
+    assert 100 - stats.bleu() == pytest.approx(resolution)
+    assert bleu_resolution([1, 1]) == 100.0  # no 4-gram at all: one wrong word leaves BLEU at 0

@@ -18,6 +18,8 @@ def test_the_band_is_the_prediction_interval_of_another_seed_sets_mean():
     lo, hi = reproduction_band([60.0, 62.0, 67.0])
     half = 4.302652729911275 * math.sqrt(13) * math.sqrt(2 / 3)  # t(0.975; 2), s = √13, √(1/3 + 1/3)
     assert (lo, hi) == pytest.approx((63 - half, 63 + half))
+    one = 4.302652729911275 * math.sqrt(13) * math.sqrt(1 + 1 / 3)  # one new run: √(1 + 1/n)
+    assert reproduction_band([60.0, 62.0, 67.0], new_runs=1) == pytest.approx((63 - one, 63 + one))
     assert reproduction_band([99.0, 100.0, 100.0])[1] == 100.0  # clipped to BLEU's range
     assert all(math.isnan(x) for x in reproduction_band([70.0]))  # one run: no spread to speak of
     five = reproduction_band([60.0, 61.0, 62.0, 63.0, 64.0])  # more seeds: a smaller t and √(2/n)
@@ -48,8 +50,9 @@ def runs_table(bleu: dict[str, list[float]], seeds: int = 3) -> pd.DataFrame:
 def test_compare_counts_the_cells_whose_mean_is_inside_the_reference_band():
     reference = band_table(bleu_by_length_aggregate(runs_table({"a": [[90, 50], [92, 60], [94, 55]]})))
     ours = band_table(bleu_by_length_aggregate(runs_table({"a": [[70, 55], [71, 56], [72, 57]]})))
-    cells = compare_to_reference(ours, reference)
-    assert cells["inside"].tolist() == [False, True]  # worst first
+    cells = compare_to_reference(ours, reference).cells
+    assert cells["status"].tolist() == ["outside", "inside"]  # worst first
+    assert cells["band"].tolist() == ["the band of 3-run means"] * 2
     lo_first = reference.set_index("bucket_lo").loc[0, "band_lo"]
     assert cells.loc[0, ["bucket_lo", "mean", "mean_reference"]].tolist() == [0, 71.0, 92.0]
     assert cells.loc[0, "miss"] == pytest.approx(lo_first - 71.0) and cells.loc[1, "miss"] == 0
@@ -68,11 +71,13 @@ def test_attnrepro_compare_exits_1_below_the_fraction_and_names_the_cells_outsid
     below = compare("--table", str(tmp_path / "ours.csv"))
     assert below.returncode == 1
     lines = below.stdout.splitlines()
-    assert lines[0] == "1 of 2 cells (50.0 %) have their mean inside the reference band (needed: 90 %)"
+    assert lines[0] == (
+        "1 of 2 cells of the reference (50.0 %) have their mean inside the band of 3-run means (needed: 90 %)"
+    )
     assert lines[1].startswith("  outside: A (a), 1–10 words: 71.0, band [")
     assert compare("--table", str(tmp_path / "ours.csv"), "--min-inside", "0.5").returncode == 0
     same = compare("--table", str(tmp_path / "reference.csv"))
-    assert same.returncode == 0 and same.stdout.startswith("2 of 2 cells (100.0 %)")
+    assert same.returncode == 0 and same.stdout.startswith("2 of 2 cells of the reference (100.0 %)")
 
     (tmp_path / "other.csv").write_text("model,bleu\nx,1\n", encoding="utf-8")
     wrong = compare("--table", str(tmp_path / "other.csv"))
@@ -80,3 +85,12 @@ def test_attnrepro_compare_exits_1_below_the_fraction_and_names_the_cells_outsid
         f"attnrepro compare: error: {tmp_path / 'other.csv'}: not a table of reproduction bands "
         "(no column base, bucket_lo, bucket_hi, mean, band_lo, band_hi)"
     ]
+
+
+def test_the_one_run_band_covers_one_new_run_95_percent_of_the_time():
+    rng = np.random.default_rng(1)
+    first, second = rng.normal(50, 5, size=(4000, 3)), rng.normal(50, 5, size=4000)
+    bands = np.array([reproduction_band(list(row), new_runs=1) for row in first])
+    assert 0.94 < ((second >= bands[:, 0]) & (second <= bands[:, 1])).mean() < 0.96
+    three = np.array([reproduction_band(list(row)) for row in first])  # the band of means is narrower
+    assert ((second >= three[:, 0]) & (second <= three[:, 1])).mean() < 0.93  # 91 %: a one-seed run fails more

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -267,9 +268,11 @@ def cmd_estimate(args: argparse.Namespace) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     from attnrepro.evaluation.reproduce import compare_to_reference, comparison_report, read_band_table
 
-    cells = compare_to_reference(read_band_table(Path(args.table)), read_band_table(Path(args.reference)))
-    print(comparison_report(cells, args.min_inside))
-    return 0 if cells["inside"].mean() >= args.min_inside else 1
+    if not 0 <= args.min_inside <= 1:  # also NaN
+        raise DataError(f"--min-inside {args.min_inside}: not a fraction in [0, 1] (0.9: 90 % of the cells)")
+    result = compare_to_reference(read_band_table(Path(args.table)), read_band_table(Path(args.reference)))
+    print(comparison_report(result, args.min_inside, args.allow_missing))
+    return 0 if result.passes(args.min_inside, args.allow_missing) else 1
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -280,6 +283,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT  # what a shell reports for a command that Ctrl-C stopped
+BROKEN_PIPE_EXIT_CODE = 128 + signal.SIGPIPE  # ... and for one whose reader closed the pipe (`yes | head -1`)
 TOKENIZER_FILES = ("src.model", "tgt.model")  # what load_tokenizer_pair reads from a --tokenizer-dir
 
 
@@ -434,12 +438,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("verb", nargs=argparse.REMAINDER, help="-- VERB ARGS..., e.g. -- train --config ...")
     p.set_defaults(func=cmd_launch, inputs=())
 
-    p = sub.add_parser("compare", help="a run's BLEU by length against a reference's reproduction bands (exit 1: "
-                       "fewer than --min-inside of the cells inside)")  # fmt: skip
+    p = sub.add_parser("compare", help="a run's BLEU by length against a reference's reproduction bands, the "
+                       "one-run band for a run of one seed (exit 1: fewer than --min-inside of the reference's "
+                       "cells inside, or a cell not checked)")  # fmt: skip
     p.set_defaults(func=cmd_compare, inputs=())
     add_input(p, "--reference", required=True, help="a bleu_by_length_band.csv, e.g. docs/figures/bleu_by_length.csv")
     add_input(p, "--table", required=True, help="the run's results/{dataset}/tables/bleu_by_length_band.csv")
     p.add_argument("--min-inside", type=float, default=0.9, help="fraction of cells whose mean must be inside (0.9)")
+    missing = "count only the reference's cells the run has (default: a cell missing, or without a band, fails)"
+    p.add_argument("--allow-missing", action="store_true", help=missing)
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)
@@ -456,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_inputs(args)
         status = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a reader that stopped (`| head -1`) is caught below
+    except BrokenPipeError:  # the reader stopped (`| head -1`): what a shell reports for SIGPIPE, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit must not fail
+        return BROKEN_PIPE_EXIT_CODE
     except AttnreproError as err:  # anything else is a bug of ours and shows its traceback
         print(f"attnrepro {args.command}: error: {err}", file=sys.stderr)
         return 1

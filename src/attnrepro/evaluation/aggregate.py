@@ -7,6 +7,8 @@ runs measured here: a prediction interval, mean ± t(0.975; n - 1) · s · √(1
 deviation over the runs (Student's t, the runs taken as normal draws). Another seed set, or the same seeds on
 another machine (whose floating-point order acts like another seed), is such a set of n runs; the bootstrap
 interval over test sentences measures the test set only and misses this variation. Clipped to [0, 100].
+The one-run band (`run_band_lo`, `run_band_hi`) is where one new run falls: mean ± t(0.975; n - 1) · s ·
+√(1 + 1/n), what a run with one seed is checked against.
 """
 
 from __future__ import annotations
@@ -54,22 +56,28 @@ def _whole(values: pd.Series) -> pd.Series:
     return values.astype("Int64") if (values.dropna() % 1 == 0).all() else values
 
 
-def reproduction_band(values: Sequence[float], confidence: float = BAND_CONFIDENCE) -> tuple[float, float]:
-    """Where the mean of another len(values) runs falls with probability `confidence` (see the module
-    docstring); (nan, nan) for fewer than two runs, whose spread is unknown."""
+def reproduction_band(
+    values: Sequence[float], confidence: float = BAND_CONFIDENCE, new_runs: int | None = None
+) -> tuple[float, float]:
+    """Where the mean of another `new_runs` runs (default: len(values)) falls with probability `confidence`
+    (see the module docstring); (nan, nan) for fewer than two runs, whose spread is unknown."""
     n = len(values)
     if n < 2:
         return math.nan, math.nan
     series = pd.Series(values, dtype=float)
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * series.std(ddof=1) * math.sqrt(2 / n)
+    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * series.std(ddof=1) * math.sqrt(1 / n + 1 / (new_runs or n))
     return max(0.0, series.mean() - half), min(100.0, series.mean() + half)
 
 
 def bleu_by_length_aggregate(runs: pd.DataFrame) -> pd.DataFrame:
     """BLEU by length of every base model: mean over its runs per bucket, min-max over them, mean interval, and
-    the reproduction band (`band_lo`, `band_hi`; empty with one run)."""
+    the reproduction band (`band_lo`, `band_hi`) and the one-run band (`run_band_lo`, `run_band_hi`), empty
+    with one run; `resolution`, the test set's (scoring.bleu_by_length), where the runs' files have it."""
     keys = ["base", "bucket_lo", "bucket_hi"]
-    table = aggregate_runs(runs, keys, spread=["bleu"], mean=["bleu_ci_lo", "bleu_ci_hi", "n_sentences"])
-    bands = runs.groupby(keys, sort=False)["bleu"].agg(lambda v: reproduction_band(list(v)))
-    table[["band_lo", "band_hi"]] = [bands[tuple(row)] for row in table[keys].itertuples(index=False)]
+    mean = ["bleu_ci_lo", "bleu_ci_hi", "n_sentences", *(["resolution"] if "resolution" in runs else [])]
+    table = aggregate_runs(runs, keys, spread=["bleu"], mean=mean)
+    cells = [tuple(row) for row in table[keys].itertuples(index=False)]
+    for columns, new_runs in ((["band_lo", "band_hi"], None), (["run_band_lo", "run_band_hi"], 1)):
+        bands = runs.groupby(keys, sort=False)["bleu"].agg(lambda v, m=new_runs: reproduction_band(list(v), new_runs=m))
+        table[columns] = [bands[cell] for cell in cells]
     return table

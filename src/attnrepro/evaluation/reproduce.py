@@ -3,12 +3,21 @@ table anyone can keep (docs/figures/bleu_by_length.csv is the README's), and the
 means against it.
 
 A band is where the mean of another set of as many seeds falls with 95 % probability
-(`aggregate.reproduction_band`); a run reproduces the figure when nearly every cell's mean falls inside
-it (with 95 % bands, about 1 cell in 20 falls outside by chance).
+(`aggregate.reproduction_band`), the one-run band where one new run falls; a run reproduces the figure
+when nearly every cell's mean falls inside the band that fits it (with 95 % bands, about 1 cell in 20 falls
+outside by chance). Every cell of the reference is counted: one the run lacks, or cannot be compared, is
+named and fails the check unless the caller allows it.
+
+Zero-width bands. Where every seed scored the same (three cells of the committed table are 100.0 in all
+three seeds) the band is [m, m], and a run one word away from perfect is "outside". The n runs say nothing
+about a spread they never showed, so a band is never narrower than the test set can resolve: its half-width
+is at least the bucket's `resolution` (`scoring.bleu_resolution`: the BLEU a perfect translation loses
+with one word wrong), a property of the references, measured, the same for every model.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -29,55 +38,155 @@ BAND_COLUMNS = {  # column of the band table -> column of bleu_by_length_aggrega
     "seed_max": "bleu_max",
     "bootstrap_lo": "bleu_ci_lo",
     "bootstrap_hi": "bleu_ci_hi",
+    "run_band_lo": "run_band_lo",
+    "run_band_hi": "run_band_hi",
+    "resolution": "resolution",
 }
 KEYS = ["base", "bucket_lo", "bucket_hi"]
+NUMERIC = ["bucket_lo", "bucket_hi", "n_runs", "mean", "band_lo", "band_hi", "run_band_lo", "run_band_hi",
+           "resolution"]  # fmt: skip
 
 
 def band_table(by_length: pd.DataFrame) -> pd.DataFrame:
-    """One row per model and bucket: the mean over its runs, the reproduction band, the runs' min and max and
-    the mean of their 95 % bootstrap bounds (the test set's own uncertainty)."""
+    """One row per model and bucket: the mean over its runs, the reproduction band, the one-run band, the
+    runs' min and max, the mean of their 95 % bootstrap bounds (the test set's own uncertainty) and the
+    bucket's resolution."""
     table = by_length.reindex(columns=list(BAND_COLUMNS.values()))
     table.columns = list(BAND_COLUMNS)
     return table.round({c: 2 for c in ("mean", "band_lo", "band_hi", "seed_min", "seed_max", "bootstrap_lo",
-                                       "bootstrap_hi")})  # fmt: skip
+                                       "bootstrap_hi", "run_band_lo", "run_band_hi", "resolution")})  # fmt: skip
 
 
 def read_band_table(path: Path) -> pd.DataFrame:
-    """A band table (`band_table`'s CSV); one without its key columns is a DataError naming the file."""
+    """A band table (`band_table`'s CSV); one that is empty, not a file, not CSV, without its key columns or
+    with a non-number where a number belongs is a DataError naming the file."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, not a band table (a bleu_by_length_band.csv)")
     try:
         table = pd.read_csv(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: is empty, not a band table") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as err:
+        raise DataError(f"{path}: cannot be read as CSV ({str(err).strip().splitlines()[0]})") from None
     missing = [c for c in (*KEYS, "mean", "band_lo", "band_hi") if c not in table]
     if missing:
         raise DataError(f"{path}: not a table of reproduction bands (no column {', '.join(missing)})")
+    for column in [c for c in NUMERIC if c in table]:
+        numbers = pd.to_numeric(table[column], errors="coerce")
+        bad = table[column].notna() & numbers.isna()
+        if bad.any():
+            row = int(bad.idxmax())
+            raise DataError(f"{path}:{row + 2}: column {column} holds {table[column][row]!r}, not a number")
+        table[column] = numbers
+    if "n_runs" not in table:
+        table["n_runs"] = 1  # a table written before n_runs: one run per model
     return table
 
 
-def compare_to_reference(ours: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-    """Every cell the two tables share: our mean, the reference's mean and band, whether ours is inside it and
-    by how much it misses (0 inside), worst misses first. No shared cell is a DataError."""
-    cells = ours[[*KEYS, "mean"]].merge(
-        reference[[*KEYS, "label", "mean", "band_lo", "band_hi"]], on=KEYS, suffixes=("", "_reference")
-    )
-    cells = cells[cells["band_lo"].notna() & cells["band_hi"].notna()]
-    if cells.empty:
-        raise DataError("no model and bucket with a band in the reference is in the run (other models or buckets?)")
-    below, above = cells["band_lo"] - cells["mean"], cells["mean"] - cells["band_hi"]
-    cells = cells.assign(miss=pd.concat([below, above], axis=1).max(axis=1).clip(lower=0))
-    cells = cells.assign(inside=cells["miss"] == 0)
-    return cells.sort_values("miss", ascending=False, kind="stable").reset_index(drop=True)
+@dataclass(frozen=True)
+class Comparison:
+    """Every cell of the reference, checked or not, and the verdict's inputs."""
+
+    cells: pd.DataFrame  # one row per reference cell: status inside | outside | missing | not comparable
+    extra: int  # cells of the run that the reference does not have
+
+    def count(self, status: str) -> int:
+        return int((self.cells["status"] == status).sum())
+
+    def unchecked(self) -> int:
+        return self.count("missing") + self.count("not comparable")
+
+    def fraction_inside(self, allow_missing: bool) -> float:
+        """Inside over every reference cell; with `allow_missing`, over the cells checked."""
+        total = len(self.cells) - (self.unchecked() if allow_missing else 0)
+        return self.count("inside") / total if total else 0.0
+
+    def passes(self, min_inside: float, allow_missing: bool) -> bool:
+        return (allow_missing or self.unchecked() == 0) and self.fraction_inside(allow_missing) >= min_inside
 
 
-def comparison_report(cells: pd.DataFrame, min_inside: float, worst: int = 10) -> str:
-    """What `attnrepro compare` prints: the fraction of cells inside the bands, and the cells outside."""
-    inside = int(cells["inside"].sum())
-    lines = [f"{inside} of {len(cells)} cells ({100 * inside / len(cells):.1f} %) have their mean inside the "
-             f"reference band (needed: {100 * min_inside:.0f} %)"]  # fmt: skip
-    for _, c in cells[~cells["inside"]].head(worst).iterrows():
-        lines.append(f"  outside: {c['label']} ({c['base']}), {int(c['bucket_lo']) + 1}–{int(c['bucket_hi'])} words: "
-                     f"{c['mean']:.1f}, band [{c['band_lo']:.1f}, {c['band_hi']:.1f}] "
+def _band_for(cell: pd.Series) -> tuple[str, float, float, str]:
+    """(which band, lo, hi, why not comparable) for a run's cell of `runs` runs against the reference's."""
+    runs, ref_runs = cell["n_runs"], cell["n_runs_reference"]
+    if pd.isna(cell["mean"]):
+        return "", float("nan"), float("nan"), "no mean in the run's table"
+    if pd.isna(runs) or pd.isna(ref_runs) or ref_runs < 2:
+        return "", float("nan"), float("nan"), "the reference has one run here: no band"
+    if runs == 1:
+        lo, hi = cell.get("run_band_lo", float("nan")), cell.get("run_band_hi", float("nan"))
+        why = "the reference has no one-run band (written before it existed)" if pd.isna(lo) or pd.isna(hi) else ""
+        return "the one-run band", lo, hi, why
+    if runs == ref_runs:
+        return f"the band of {int(ref_runs)}-run means", cell["band_lo"], cell["band_hi"], ""
+    return "", float("nan"), float("nan"), (f"a mean of {int(runs)} runs; the reference has bands for one run and "
+                                            f"for means of {int(ref_runs)}")  # fmt: skip
+
+
+def compare_to_reference(ours: pd.DataFrame, reference: pd.DataFrame) -> Comparison:
+    """Every cell of the reference: our mean, the band that fits our number of runs (floored to the bucket's
+    resolution), whether ours is inside it and by how much it misses (0 inside), worst misses first; cells
+    the run lacks are `missing`, those without a fitting band `not comparable`, with the reason."""
+    ref_columns = [*KEYS, "label", "mean", "band_lo", "band_hi", "n_runs"]
+    ref_columns += [c for c in ("run_band_lo", "run_band_hi", "resolution") if c in reference]
+    ours = ours.drop_duplicates(KEYS)
+    cells = reference[ref_columns].rename(columns={"mean": "mean_reference", "n_runs": "n_runs_reference"})
+    cells = cells.merge(ours[[*KEYS, "mean", "n_runs"]], on=KEYS, how="left", indicator=True)
+    bands = [_band_for(cell) for _, cell in cells.iterrows()]
+    cells["band"] = [b[0] for b in bands]
+    lo, hi = pd.Series([b[1] for b in bands], dtype=float), pd.Series([b[2] for b in bands], dtype=float)
+    cells["why"] = [b[3] for b in bands]
+    resolution = cells["resolution"] if "resolution" in cells else pd.Series(0.0, index=cells.index)
+    resolution = resolution.fillna(0.0)
+    floor_lo = (cells["mean_reference"] - resolution).clip(lower=0)
+    floor_hi = (cells["mean_reference"] + resolution).clip(upper=100)
+    cells["floored"] = (floor_lo < lo) | (floor_hi > hi)
+    cells["lo"], cells["hi"] = lo.where(lo <= floor_lo, floor_lo), hi.where(hi >= floor_hi, floor_hi)
+    below, above = cells["lo"] - cells["mean"], cells["mean"] - cells["hi"]
+    cells["miss"] = pd.concat([below, above], axis=1).max(axis=1).clip(lower=0)
+    status = pd.Series("outside", index=cells.index).where(cells["miss"] > 0, "inside")
+    status = status.where(cells["why"] == "", "not comparable")
+    cells["status"] = status.where(cells["_merge"] == "both", "missing")
+    cells.loc[cells["status"].isin(["missing", "not comparable"]), ["miss", "floored"]] = [float("nan"), False]
+    extra = len(ours.merge(reference[KEYS], on=KEYS, how="left", indicator=True).query("_merge == 'left_only'"))
+    cells = cells.drop(columns="_merge").sort_values("miss", ascending=False, kind="stable", na_position="last")
+    return Comparison(cells.reset_index(drop=True), extra)
+
+
+def _cell_name(c: pd.Series) -> str:
+    return f"{c['label']} ({c['base']}), {int(c['bucket_lo']) + 1}–{int(c['bucket_hi'])} words"
+
+
+def comparison_report(result: Comparison, min_inside: float, allow_missing: bool = False, worst: int = 10) -> str:
+    """What `attnrepro compare` prints: the cells inside the band that fits the run, counted against every
+    cell of the reference; the bands used; the cells outside, missing or not comparable, by name."""
+    cells, total = result.cells, len(result.cells)
+    inside, unchecked = result.count("inside"), result.unchecked()
+    over = f"{total - unchecked} cells checked" if allow_missing else f"{total} cells of the reference"
+    used = " and ".join(sorted(b for b in cells["band"].unique() if b))
+    lines = [f"{inside} of {over} ({100 * result.fraction_inside(allow_missing):.1f} %) have their mean inside "
+             f"{used or 'no band'} (needed: {100 * min_inside:.0f} %)"]  # fmt: skip
+    if unchecked:
+        verdict = "not counted (--allow-missing)" if allow_missing else "counted as not inside: the check fails"
+        lines.append(f"{unchecked} of the reference's {total} cells not checked, {verdict}:")
+    for status in ("missing", "not comparable"):
+        named = cells[cells["status"] == status]
+        for _, c in named.head(worst).iterrows():
+            why = "not in the run's table" if status == "missing" else c["why"]
+            lines.append(f"  {status}: {_cell_name(c)}: {why}")
+        if len(named) > worst:
+            lines.append(f"  ... and {len(named) - worst} more {status}")
+    outside = cells[cells["status"] == "outside"]
+    for _, c in outside.head(worst).iterrows():
+        lines.append(f"  outside: {_cell_name(c)}: {c['mean']:.1f}, band [{c['lo']:.1f}, {c['hi']:.1f}] "
                      f"(reference mean {c['mean_reference']:.1f})")  # fmt: skip
-    if (~cells["inside"]).sum() > worst:
-        lines.append(f"  ... and {int((~cells['inside']).sum()) - worst} more")
+    if len(outside) > worst:
+        lines.append(f"  ... and {len(outside) - worst} more outside")
+    floored = int(cells["floored"].sum())
+    if floored:
+        lines.append(f"{floored} band(s) narrower than the test set's resolution (one wrong word of a perfect "
+                     "translation) widened to it")  # fmt: skip
+    if result.extra:
+        lines.append(f"{result.extra} cell(s) of the run are not in the reference (not counted)")
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ SCORE_LABELS = {  # what each score in bleu.json is, for people and table header
     "no_unk.decoding": f"where the subset's translations come from: '{NO_UNK_BANNED}' (UNK never emitted) "
     f"or '{NO_UNK_MAIN}' (the main translations are that search's answer)",
 }
-CSV_COLUMNS = ["bucket_lo", "bucket_hi", "n_sentences", "bleu", "bleu_ci_lo", "bleu_ci_hi"]
+CSV_COLUMNS = ["bucket_lo", "bucket_hi", "n_sentences", "bleu", "bleu_ci_lo", "bleu_ci_hi", "resolution"]
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
@@ -242,8 +243,21 @@ def bleu_by_length(lengths: Sequence[int], stats: SentenceStats, ev: EvaluateCon
         bucket = stats.subset(members)
         lo_ci, hi_ci = bucket.interval(ev.bootstrap_resamples, ev.bootstrap_seed) or (None, None)
         row = {"bucket_lo": lo, "bucket_hi": hi, "n_sentences": len(members), "bleu": _round(bucket.bleu())}
-        rows.append({**row, "bleu_ci_lo": _round(lo_ci), "bleu_ci_hi": _round(hi_ci)})
+        rows.append({**row, "bleu_ci_lo": _round(lo_ci), "bleu_ci_hi": _round(hi_ci),
+                     "resolution": _round(bleu_resolution(bucket.rows[:, 1]))})  # fmt: skip
     return rows
+
+
+def bleu_resolution(ref_lengths: Sequence[int] | np.ndarray, order: int = 4) -> float:
+    """The test set's resolution at the top of the scale: the BLEU a perfect translation of these references
+    loses when the last word of one sentence is wrong (one n-gram match fewer of every order; sacreBLEU's
+    tokens). The smallest step a bucket's BLEU takes from 100: `attnrepro compare` floors a band's half-width
+    with it, so that runs which all scored the same do not make a band no other run can hit."""
+    lengths = np.asarray(ref_lengths, dtype=np.int64)
+    totals = [int(np.clip(lengths - n + 1, 0, None).sum()) for n in range(1, order + 1)]
+    if min(totals) <= 1:
+        return 100.0  # one wrong word leaves an order without a match: BLEU 0
+    return 100.0 * (1.0 - math.exp(sum(math.log(1 - 1 / t) for t in totals) / order))
 
 
 @dataclass(frozen=True)

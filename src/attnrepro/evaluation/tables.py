@@ -280,8 +280,9 @@ def multi30k_note(papers: dict[str, Any]) -> str:
 BAND_NOTE = (
     "A model trained once per seed: the mean over its runs, [lo, hi] the reproduction band, where the mean of "
     "another set of as many seeds (or the same seeds on another machine) falls with 95 % probability: "
-    "mean ± t(0.975; n-1) · s · √(2/n) over the n runs. tables/bleu_by_length_band.csv adds the runs' min–max and "
-    "their mean 95 % bootstrap interval (the test set's own uncertainty); tables/bleu_by_length.csv has every run."
+    "mean ± t(0.975; n-1) · s · √(2/n) over the n runs. tables/bleu_by_length_band.csv adds the runs' min–max, "
+    "their mean 95 % bootstrap interval (the test set's own uncertainty) and the one-run band, where one new run "
+    "falls (√(1 + 1/n) for √(2/n)); tables/bleu_by_length.csv has every run."
 )
 
 
