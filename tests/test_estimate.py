@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
+import attnrepro.models
 from attnrepro.config import from_dict, load_config
-from attnrepro.models import build_model, count_parameters
+from attnrepro.models import REGISTRY, build_model, count_parameters, parameter_count
 from attnrepro.training.estimate import RUNTIME_MARGIN, RUNTIME_OVERHEAD_MIN, estimate, vocab_sizes
 
-from conftest import REPO
+from conftest import REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS
 
 
 def _config(**edits) -> dict:
@@ -41,6 +43,53 @@ def test_flops_are_six_times_parameters_times_tokens_of_the_whole_schedule():
     assert b.tokens == 20 * 400  # max_steps x batch_tokens
     assert b.train_flops == 6 * real * 20 * 400
     assert b.gpu_hours == pytest.approx(b.train_flops / 40e12 / 3600)
+
+
+@pytest.mark.parametrize("arch", sorted(REGISTRY))
+def test_the_count_without_weights_is_the_count_of_the_model_with_them(arch):
+    real = build_model(arch, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS[arch])  # allocated, initialised, on the CPU
+    assert parameter_count(arch, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS[arch]) == count_parameters(real)
+
+
+@pytest.mark.parametrize("config", ["wmt14_en_fr", "wmt14_en_de"])
+def test_the_papers_models_count_as_they_did_built_and_initialised_on_meta(config):
+    cfg = load_config(REPO / f"config/{config}.yaml")
+    for name, mc in cfg.models.items():
+        vocabs = vocab_sizes(cfg, name)
+        with torch.device("meta"):  # the count before it skipped initialisation (a real seq2seq: 1.5 GB)
+            initialised = count_parameters(build_model(mc.arch, *vocabs, mc.params))
+        assert parameter_count(mc.arch, *vocabs, mc.params) == initialised, name
+
+
+def test_a_dry_run_builds_each_model_once(monkeypatch):
+    """The train rule asks each job's runtime twice (resources.runtime, slurm_extra); models of the same
+    arch, vocabularies and params (RNNsearch-30 and -50) are one build."""
+    cfg = load_config(REPO / "config/wmt14_en_fr.yaml")
+    builds = []
+
+    def counted_build(arch, src_vocab, tgt_vocab, params):
+        builds.append((arch, src_vocab, tgt_vocab, repr(sorted(params.items()))))
+        return build_model(arch, src_vocab, tgt_vocab, params)
+
+    attnrepro.models._parameter_count.cache_clear()
+    monkeypatch.setattr(attnrepro.models, "build_model", counted_build)
+    first = {name: estimate(cfg, name).parameters for name in cfg.models}
+    assert {name: estimate(cfg, name).parameters for name in cfg.models} == first
+    models = {(cfg.model(n).arch, *vocab_sizes(cfg, n), repr(sorted(cfg.model(n).params.items()))) for n in cfg.models}
+    assert sorted(builds) == sorted(models)  # each once
+    assert len(builds) < len(cfg.models)
+
+
+def test_counting_initialises_no_weights():
+    """nn.init on meta tensors imports torch._dynamo (~1 s of a dry run, docs/measurements.md)."""
+    script = (
+        "import sys, torch; assert 'torch._dynamo' not in sys.modules;"
+        "from attnrepro.models import parameter_count;"
+        "parameter_count('rnnsearch', 30004, 30004, {'emb': 620, 'hidden': 1000, 'align': 1000, 'maxout': 500});"
+        "print('torch._dynamo' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_an_update_of_update_tokens_counts_every_accumulated_batch():

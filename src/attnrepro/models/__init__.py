@@ -7,6 +7,8 @@ interface itself imports `Seq2SeqModel` from `attnrepro.models.base`.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -65,9 +67,27 @@ def _arch(arch: str) -> Arch:
 
 
 def parameter_count(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any]) -> int:
-    """Trainable parameters of the model `build_model` makes, built on the meta device: shapes only, so a
-    paper-scale model is counted without allocating it."""
-    import torch
+    """Trainable parameters of the model `build_model` makes, built on the meta device without initialising
+    its weights: shapes only, so a paper-scale model is counted without allocating it. Counted once per
+    process for each (arch, vocabularies, params): the workflow asks for every train job's runtime twice
+    while a dry run plans the DAG (docs/measurements.md, "Dry run")."""
+    return _parameter_count(arch, src_vocab, tgt_vocab, json.dumps(params, sort_keys=True))
 
-    with torch.device("meta"):
-        return count_parameters(build_model(arch, src_vocab, tgt_vocab, params))
+
+@functools.cache
+def _parameter_count(arch: str, src_vocab: int, tgt_vocab: int, params_json: str) -> int:
+    """parameter_count of params as JSON (config values are YAML's: JSON types), the hashable cache key."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class SkipInit(TorchFunctionMode):
+        """torch.nn.init's functions leave their tensor as it is: a count needs shapes, not values, and on
+        meta tensors they go through Python references that import torch._dynamo (~1 s)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__module__", None) == "torch.nn.init":
+                return args[0] if args else kwargs["tensor"]
+            return func(*args, **(kwargs or {}))
+
+    with torch.device("meta"), SkipInit():
+        return count_parameters(build_model(arch, src_vocab, tgt_vocab, json.loads(params_json)))
