@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from attnrepro.config import Config, load_config
-from attnrepro.errors import AttnreproError, ConfigError, DataError
+from attnrepro.errors import AttnreproError, ConfigError, DataError, TrainingError
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -91,6 +91,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     from attnrepro.data.batching import Corpus
     from attnrepro.data.tokenize import load_tokenizer_pair
+    from attnrepro.training.checkpoint import tokenizer_fingerprint
     from attnrepro.training.distributed import from_environment
     from attnrepro.training.launch import PREEMPTED_EXIT_CODE
     from attnrepro.training.loop import Preempted, train
@@ -107,16 +108,22 @@ def cmd_train(args: argparse.Namespace) -> None:
     try:
         data, vocab = (Path(args.train), Path(args.valid)), (len(src_tok), len(tgt_tok))
         ranks = from_environment(os.environ)  # torchrun's or srun's ranks; one process otherwise
-        train(mc, *data, *vocab, Path(args.out_dir), args.threads, not args.no_progress, ranks, valid_bleu)
+        out_dir, tokenizer = Path(args.out_dir), tokenizer_fingerprint(tok_dir)
+        train(mc, *data, *vocab, out_dir, args.threads, not args.no_progress, ranks, valid_bleu, tokenizer)
     except Preempted as stop:  # SIGTERM/SIGUSR1/SIGINT: checkpoint written; the same command resumes
         print(f"attnrepro train: {stop}", file=sys.stderr)
         raise SystemExit(PREEMPTED_EXIT_CODE) from None
+    except OSError as err:  # a full disk, a read-only folder: what was written before stays, and resumes
+        where = err.filename or args.out_dir
+        raise TrainingError(f"{where}: {err.strerror or err}; the checkpoints written before are kept: free space "
+                            "or make the folder writable and rerun the same command to resume") from None  # fmt: skip
 
 
 def cmd_average(args: argparse.Namespace) -> None:
-    from attnrepro.training.checkpoint import write_average
+    from attnrepro.training.checkpoint import check_model, load_checkpoint, write_average
 
     cfg = load_config(args.config)
+    check_model(load_checkpoint(Path(args.checkpoint)), Path(args.checkpoint), cfg.model(args.model))
     last = cfg.model(args.model).train.average_last
     steps = write_average(Path(args.checkpoint), last, Path(args.out))
     print(f"{args.out}: mean of the checkpoints of steps {', '.join(map(str, steps))}")
@@ -130,6 +137,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from attnrepro.decoding.search import search_device, translate_lines
     from attnrepro.evaluation.no_unk import write_no_unk_translations
     from attnrepro.evaluation.scoring import read_test_split
+    from attnrepro.training.checkpoint import check_model, check_trained_with
     from attnrepro.training.loop import build_from_checkpoint, load_checkpoint
 
     cfg = load_config(args.config)
@@ -140,7 +148,11 @@ def cmd_translate(args: argparse.Namespace) -> None:
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
     src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
-    model = build_from_checkpoint(load_checkpoint(Path(args.checkpoint)))
+    ckpt, checkpoint = load_checkpoint(Path(args.checkpoint)), Path(args.checkpoint)
+    if args.model:
+        check_model(ckpt, checkpoint, cfg.model(args.model))
+    check_trained_with(ckpt, checkpoint, tok_dir, (len(src_tok), len(tgt_tok)))
+    model = build_from_checkpoint(ckpt)
     precision = cfg.model(args.model).train.precision if args.model else "fp32"  # bf16 autocast as it trained
     hypotheses = translate_lines(model, src_tok, tgt_tok, lines, search, device=device, precision=precision)
     out = Path(args.out)

@@ -4,6 +4,7 @@ Fig. 2 (BLEU by length, every model), Fig. 3 (one model's alignments), training 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from attnrepro.evaluation.plots import (
     training_curves_figure,
 )
 from attnrepro.evaluation.runs import read_bleu_by_length, read_checkpoint, read_train_log, training_length
+from attnrepro.evaluation.tables import DIVERGED, diverged_runs
 from attnrepro.models import has_attention
 
 
@@ -37,10 +39,15 @@ def base_models(cfg: Config) -> dict[str, list[str]]:
 def legends(cfg: Config, results: Path) -> dict[str, str]:
     """Configured model -> "label (how its runs were trained: length limit, where and why they stopped)"."""
     texts = {}
+    logs = {run: read_train_log(results / run / "train_log.csv") for runs in base_models(cfg).values() for run in runs}
+    diverged = diverged_runs(cfg, logs)
     for base, runs in base_models(cfg).items():
         model = cfg.model(runs[0])
         checkpoints = [read_checkpoint(results / run / "checkpoint.pt") for run in runs]
-        texts[base] = f"{model.label} ({training_length(model, checkpoints)})"
+        mark = DIVERGED if set(runs) & set(diverged) else ""
+        texts[base] = f"{model.label}{mark} ({training_length(model, checkpoints)})"
+    for run, why in diverged.items():  # in the figure job's log, and on the terminal of `attnrepro figure-*`
+        print(f"WARNING: {run}: training diverged: {why}; marked{DIVERGED} in the legend", file=sys.stderr)
     return texts
 
 

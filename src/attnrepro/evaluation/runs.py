@@ -33,6 +33,17 @@ def read_train_log(path: Path) -> pd.DataFrame:
     return log
 
 
+def divergence(valid_losses: Sequence[float]) -> str | None:
+    """Why a run's training diverged, or None: a validation loss that is not finite, or a best validation loss
+    no lower than the first (training never improved on its first validation). One validation says nothing."""
+    losses = [float(x) for x in valid_losses if not pd.isna(x)]  # empty in the log's rows without a validation
+    if any(not math.isfinite(x) for x in losses):
+        return "a validation loss is not finite"
+    if len(losses) >= 2 and min(losses) >= losses[0]:
+        return f"its best validation loss, {min(losses):g}, is no lower than its first, {losses[0]:g}"
+    return None
+
+
 def read_bleu_by_length(cfg: Config, results: Path) -> pd.DataFrame:
     """Every run's bleu_by_length.csv, one row per run x bucket: model (the run), base, seed, label, then the
     file's columns (bucket_lo, bucket_hi, n_sentences, bleu, bleu_ci_lo, bleu_ci_hi; the interval empty

@@ -32,7 +32,14 @@ from attnrepro.evaluation.papers import (
 )
 from attnrepro.evaluation.render import View, spread_text, write_table
 from attnrepro.evaluation.reproduce import band_table
-from attnrepro.evaluation.runs import RunCheckpoint, read_bleu, read_bleu_by_length, read_checkpoint, read_train_log
+from attnrepro.evaluation.runs import (
+    RunCheckpoint,
+    divergence,
+    read_bleu,
+    read_bleu_by_length,
+    read_checkpoint,
+    read_train_log,
+)
 
 FLOPS_NOTE = (
     "Our training FLOPs are an estimate: 6 x parameters x tokens seen (source + target tokens of every "
@@ -295,6 +302,29 @@ def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
     return note + (f" {CI_NOTE}" if table["bleu_ci_lo"].notna().any() else "")
 
 
+DIVERGED = " (DIVERGED)"  # after the label of a model one of whose runs diverged (Table 1, Fig. 2's legend)
+
+
+def diverged_runs(cfg: Config, logs: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """Run -> why its training diverged (`runs.divergence`), for the runs that did."""
+    found = {name: divergence(log["valid_loss"]) for name, log in logs.items()}
+    return {name: why for name, why in found.items() if why}
+
+
+def mark_diverged(cfg: Config, table: pd.DataFrame, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str]:
+    """The table with DIVERGED after the label of every model with a diverged run, and a sentence naming them
+    (empty when none): their numbers are not the model's result, and must not be read as one."""
+    diverged = diverged_runs(cfg, logs)
+    if not diverged:
+        return table, ""
+    bases = {cfg.model(name).base for name in diverged}
+    table = table.copy()
+    marked = table["model"].isin(bases)
+    table.loc[marked, "label"] = table.loc[marked, "label"] + DIVERGED
+    why = "; ".join(f"{name}: {reason}" for name, reason in diverged.items())
+    return table, f"WARNING: training diverged ({why}); these rows are marked{DIVERGED}."
+
+
 def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> None:
     """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst."""
     scores = {name: read_bleu(results / name / "bleu.json") for name in cfg.models}
@@ -304,6 +334,8 @@ def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> No
     captions.mkdir(parents=True, exist_ok=True)
 
     t1, note1 = table1(cfg, scores), table_notes(cfg, "table1")
+    t1, warning = mark_diverged(cfg, t1, logs)
+    note1 = f"{warning} {note1}" if warning else note1
     note1 += f" {SEEDS_NOTE}" if has_seeds(t1) else ""
     note1 += f" {CI_NOTE}" if t1["all_sacrebleu_ci_lo"].notna().any() else ""
     title1 = f"Table 1 (cf. Bahdanau et al. 2014): BLEU on all test sentences and No UNK, {cfg.dataset}"

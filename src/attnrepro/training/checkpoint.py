@@ -11,6 +11,7 @@ Three kinds of file, all loaded with `torch.load(..., weights_only=True)`:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -39,14 +40,24 @@ UNFINGERPRINTED = (
 
 
 def atomic_save(obj: Any, path: Path) -> None:
-    """torch.save to a temp file in the same folder, fsync, then rename over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """torch.save to a temp file in the same folder, fsync, then rename over `path`. A failed write (a full
+    disk, a read-only folder) leaves `path` as it was and raises an OSError naming `path`, not the temp file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+    except RuntimeError as err:  # torch.save reports a failed write of its zip file as a RuntimeError
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise OSError(None, f"cannot be written ({err})", str(path)) from None
 
 
 def load_checkpoint(path: Path, required: tuple[str, ...] = ("model",)) -> dict[str, Any]:
@@ -61,6 +72,40 @@ def load_checkpoint(path: Path, required: tuple[str, ...] = ("model",)) -> dict[
     if missing:
         raise DataError(f"{path}: not an attnrepro checkpoint of this kind (missing {', '.join(missing)})")
     return obj
+
+
+def tokenizer_fingerprint(folder: Path) -> dict[str, str]:
+    """What a checkpoint records of the tokenizer it was trained with: the sha256 (16 digits) of its
+    src.model and tgt.model, and the folder, for the message that names it."""
+    return {"src.model": file_sha256(folder / "src.model")[:16], "tgt.model": file_sha256(folder / "tgt.model")[:16],
+            "folder": str(folder)}  # fmt: skip
+
+
+def check_trained_with(ckpt: dict[str, Any], path: Path, tokenizer_dir: Path, vocab: tuple[int, int]) -> None:
+    """A `DataError` naming both when the checkpoint at `path` was trained with another tokenizer than the one
+    in `tokenizer_dir` (of `vocab` sizes): its vocabulary sizes, then (when it records one) the tokenizer's
+    files. Ids of one vocabulary read with another give wrong words, or none, without an error."""
+    saved_vocab = (ckpt.get("src_vocab"), ckpt.get("tgt_vocab"))
+    saved = ckpt.get("tokenizer")
+    if saved_vocab != tuple(vocab):
+        where = f" in {saved['folder']}" if saved else ""
+        raise DataError(f"{path}: trained with vocabularies of {saved_vocab[0]}/{saved_vocab[1]} entries{where}, "
+                        f"but --tokenizer-dir {tokenizer_dir} has {vocab[0]}/{vocab[1]}: use the tokenizer it was "
+                        "trained with")  # fmt: skip
+    now = tokenizer_fingerprint(tokenizer_dir)
+    differ = [name for name in ("src.model", "tgt.model") if saved and saved.get(name) != now[name]]
+    if differ:
+        raise DataError(f"{path}: trained with the tokenizer in {saved['folder']} ({', '.join(differ)} sha256 "
+                        f"{', '.join(saved[n] for n in differ)}), but --tokenizer-dir {tokenizer_dir} holds another "
+                        f"({', '.join(now[n] for n in differ)}): use the tokenizer it was trained with")  # fmt: skip
+
+
+def check_model(ckpt: dict[str, Any], path: Path, mc: ModelConfig) -> None:
+    """A `DataError` naming both when the checkpoint at `path` is not of model `mc` (another arch or params)."""
+    saved = (ckpt.get("arch"), ckpt.get("params"))
+    if saved != (mc.arch, dict(mc.params)):
+        raise DataError(f"{path}: a checkpoint of {saved[0]} {saved[1]}, but models.{mc.base} is {mc.arch} "
+                        f"{dict(mc.params)}: give this model's checkpoint, or this checkpoint's model")  # fmt: skip
 
 
 def build_from_checkpoint(ckpt: dict[str, Any]) -> Seq2SeqModel:

@@ -51,7 +51,8 @@ from tqdm import tqdm
 from attnrepro.config import ModelConfig
 from attnrepro.data.batching import Corpus, collate, token_batches
 from attnrepro.decoding.search import autocast
-from attnrepro.errors import ConfigError, DataError
+from attnrepro.errors import ConfigError, DataError, TrainingError
+from attnrepro.evaluation.runs import divergence, read_train_log
 from attnrepro.models import build_model, count_parameters
 from attnrepro.models.base import Seq2SeqModel
 from attnrepro.models.step_compile import set_step_compile
@@ -134,16 +135,19 @@ def train(
     progress: bool = True,
     ranks: Ranks | None = None,
     valid_bleu: Callable[[Seq2SeqModel], float] | None = None,
+    tokenizer: dict[str, str] | None = None,
 ) -> Path:
-    """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt.
+    """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt,
+    which records `tokenizer` (`checkpoint.tokenizer_fingerprint`) for the verbs that load it.
 
-    Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1/SIGINT, FloatingPointError on bad numbers.
+    Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1/SIGINT, `TrainingError` on bad numbers.
     """
     ranks = ranks or Ranks()  # one process unless torchrun/srun started several
     torch.set_num_threads(threads)
     device = pick_device(mc.train.device, ranks)
     with process_group(ranks, device), stop_requests() as stop:
         trainer = Trainer(mc, train_path, valid_path, (src_vocab, tgt_vocab), out_dir, ranks, device, valid_bleu)
+        trainer.tokenizer = tokenizer
         return trainer.run(stop, progress)
 
 
@@ -166,6 +170,7 @@ class Trainer:
         self.resume_path = out_dir / "resume" / "last.pt"
         self.best_path = out_dir / "resume" / "best.pt"  # the best validation's weights (train.patience > 0)
         self.cap_loss: float | None = None  # the validation at max_steps when it is off the valid_every cadence
+        self.tokenizer: dict[str, str] | None = None  # what checkpoint.pt records it was trained with
         if ranks.is_main:
             self.resume_path.parent.mkdir(parents=True, exist_ok=True)
         self.cadence = Cadence.of(self.tc)
@@ -318,10 +323,7 @@ class Trainer:
             loss_sum += float(loss.detach()) * share
         loss_value, stop_votes = sum_over_ranks([loss_sum, float(stop["requested"])], ranks, self.device)
         if not math.isfinite(loss_value):  # no update: last.pt stays the last good state
-            raise FloatingPointError(
-                f"{self.mc.name}: loss is {loss_value} at step {self.state.step}; "
-                f"the last good checkpoint is {self.resume_path}"
-            )
+            raise TrainingError(f"{self.mc.name}: loss is {loss_value} at step {self.state.step}; {self.last_good()}")
         if self.tc.clip_norm > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)  # Bahdanau App. B.2.1: norm 1
         self.optimizer.step()
@@ -375,8 +377,7 @@ class Trainer:
         """All ranks: check the weights and gather RNG states; rank 0 writes last.pt."""
         step = self.state.step
         if not _finite(self.model):
-            last_good = f"the last good checkpoint is {self.resume_path}"
-            raise FloatingPointError(f"{self.mc.name}: weights are not finite after step {step}; {last_good}")
+            raise TrainingError(f"{self.mc.name}: weights are not finite after step {step}; {self.last_good()}")
         rngs = gather_to_all(rng_state(), self.ranks)
         if not self.ranks.is_main:
             return
@@ -388,6 +389,13 @@ class Trainer:
             weights["ema"] = self.ema.state_dict()
         atomic_save(weights | self.state.to_checkpoint(rngs) | {"fingerprint": self.fingerprint}, self.resume_path)
 
+    def last_good(self) -> str:
+        """Where a run stopped by a non-finite number can go on from: last.pt when one was written."""
+        if self.resume_path.exists():
+            step = load_checkpoint(self.resume_path, ("step",))["step"]
+            return f"the last good checkpoint is {self.resume_path} (step {step}): lower train.lr and rerun"
+        return "no checkpoint was written before it (training starts from step 0 when rerun): lower train.lr"
+
     def finish(self) -> Path:
         """Rank 0 writes checkpoint.pt and train_log.csv; see `final_checkpoint`."""
         final = self.out_dir / "checkpoint.pt"
@@ -397,6 +405,10 @@ class Trainer:
                   f" the weights of step {ckpt['step']} (valid_loss {ckpt['valid_loss']})", flush=True)  # fmt: skip
             atomic_save(ckpt, final)
             shutil.copyfile(self.resume_path.parent / "train_log.csv", self.out_dir / "train_log.csv")
+            diverged = divergence(read_train_log(self.out_dir / "train_log.csv")["valid_loss"])
+            if diverged:  # the log's last line; tables and figures mark the run too
+                print(f"{self.mc.name}: WARNING: training diverged: {diverged}; its scores are not a result of "
+                      "this model (lower train.lr)", flush=True)  # fmt: skip
         barrier(self.ranks)
         return final
 
@@ -417,7 +429,8 @@ class Trainer:
             weights, step, loss = best["model"], early.best_step, early.best_loss
         return {"model": weights, "arch": mc.arch, "params": dict(mc.params), "src_vocab": self.vocab[0],
                 "tgt_vocab": self.vocab[1], "step": step, "valid_loss": loss, "stopped_at": self.state.step,
-                "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train)}  # fmt: skip
+                "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train),
+                "tokenizer": self.tokenizer}  # fmt: skip
 
     def final_cap_loss(self) -> float | None:
         """The validation loss of the last weights when the run ended at max_steps off the cadence (measured
