@@ -405,13 +405,13 @@ def run_ours(model_name: str, paths: Paths, s: Settings, hyp_path: Path) -> dict
 
     model.train()
     epoch, position = 0, 0
-    batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
+    batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed, epoch=epoch)
     windows, window_tokens, tgt_tokens, nonpad = [], 0, [], []
     start = train_start = time.perf_counter()
     for step in range(1, tc.max_steps + 1):
         if position == len(batches):
             epoch, position = epoch + 1, 0
-            batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed + epoch)
+            batches = token_batches(corpus.src_lens, corpus.tgt_lens, tc.batch_tokens, seed=tc.seed, epoch=epoch)
         batch = collate(corpus, batches[position])
         position += 1
         for group in optimizer.param_groups:

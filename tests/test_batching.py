@@ -40,6 +40,18 @@ def test_order_is_shuffled_and_reproducible():
     assert firsts != sorted(firsts)  # not in length order
 
 
+def test_no_two_seeds_or_epochs_share_a_batch_order():
+    """Seeds 1-6 x epochs 0-3: 24 batch orders, all different (a generator seeded with seed + epoch gave
+    seed 1's epoch 1 the order of seed 2's epoch 0, and the band's seeds 1-3 and 4-6 shared epochs)."""
+    src, tgt = _lengths(2000)
+    orders = {(s, e): token_batches(src, tgt, 1000, seed=s, epoch=e) for s in range(1, 7) for e in range(4)}
+    assert len({tuple(map(tuple, batches)) for batches in orders.values()}) == 24
+    firsts = {(s, e): batches[0].tolist() for (s, e), batches in orders.items()}
+    assert len({tuple(first) for first in firsts.values()}) == 24  # not even the first batch repeats
+    default = token_batches(src, tgt, 1000, seed=1)  # epoch 0 unless told
+    assert all(np.array_equal(x, y) for x, y in zip(default, orders[1, 0], strict=True))
+
+
 def test_collate_pads_and_shifts_the_target():
     corpus = Corpus(
         np.array([5, 6, 7, 8], np.int32), np.array([0, 3, 4]), np.array([9, 10, 11], np.int32), np.array([0, 1, 3])

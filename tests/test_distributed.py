@@ -98,8 +98,9 @@ def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config,
 
 def _initial_weights(mc, vocab) -> dict[str, torch.Tensor]:
     from attnrepro.models import build_model
+    from attnrepro.training.loop import seed_everything
 
-    torch.manual_seed(mc.train.seed)
+    seed_everything(mc.train.seed, 0)  # rank 0's, which DDP copies to every rank
     return build_model(mc.arch, *vocab, mc.params).state_dict()
 
 

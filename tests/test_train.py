@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -26,7 +27,7 @@ from attnrepro.config import ModelConfig, TrainConfig
 from attnrepro.data.tokenize import load_tokenizer
 from attnrepro.errors import ConfigError, DataError, TrainingError
 from attnrepro.training.launch import PREEMPTED_EXIT_CODE
-from attnrepro.training.loop import atomic_save, load_checkpoint, train
+from attnrepro.training.loop import atomic_save, load_checkpoint, seed_everything, train
 from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.validation import ValidBleu
 
@@ -108,6 +109,25 @@ def test_valid_bleu_is_logged(test_config, tiny_corpus, tmp_path):
     rows = _log_rows(tmp_path / "run/train_log.csv")
     assert 0 <= float(rows[-1]["valid_bleu"]) <= 100 and rows[0]["valid_bleu"] == ""
     assert [s for s, _ in _scalars(tmp_path / "run/tb", "valid/bleu")] == [10]
+
+
+def test_no_two_seeds_ranks_or_epochs_share_a_random_stream(test_config, tiny_corpus, tmp_path):
+    """Seeds 1-4 x ranks 0-2 start from generators of their own, and seeds 1-4 x epochs 0-3 draw batch orders of
+    their own (seed + rank and seed + epoch gave seed 1's rank or epoch 1 the streams of seed 2's 0)."""
+    from attnrepro.training.distributed import Ranks
+    from attnrepro.training.loop import Trainer
+
+    mc, vocab, data = test_config.model("rnnsearch10"), _vocab(test_config, tiny_corpus), tiny_corpus / "encoded"
+    generators, orders = {}, {}
+    for seed in range(1, 5):
+        for rank in range(3):  # one process each (world size 1): the seeding a rank of a larger job gets
+            run = dataclasses.replace(mc, train=dataclasses.replace(mc.train, seed=seed))
+            trainer = Trainer(run, data / "train.npz", data / "valid.npz", vocab, tmp_path / f"{seed}-{rank}",
+                              Ranks(rank=rank), torch.device("cpu"), None)  # fmt: skip
+            generators[seed, rank] = (torch.initial_seed(), np.random.get_state()[1][:4].tobytes(), random.random())
+            orders |= {(seed, e): tuple(map(tuple, trainer.epoch_batches(e))) for e in range(4) if rank == 0}
+            trainer.log.close()
+    assert len(set(generators.values())) == 12 and len(set(orders.values())) == 16
 
 
 @pytest.mark.parametrize("model", ["rnnsearch10", "transformer_dropout"])
@@ -352,7 +372,7 @@ def test_the_gradient_is_the_summed_token_losses_over_sentences_or_tokens(tmp_pa
     mc = ModelConfig("two", "rnnsearch", "two", params, tc)
     final = train(mc, corpus_path, corpus_path, 20, 20, tmp_path / "run", progress=False)
 
-    torch.manual_seed(tc.seed)  # the loop's initial weights
+    seed_everything(tc.seed, 0)  # the loop's initial weights
     model = build_model("rnnsearch", 20, 20, params)
     batch = collate(Corpus.load(corpus_path), np.arange(2))
     logits = model(batch.src, batch.src_mask, batch.tgt_in)

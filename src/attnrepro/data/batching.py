@@ -11,6 +11,10 @@ from torch import Tensor
 
 from attnrepro.data.tokenize import BOS, EOS, PAD
 
+# A run's random streams are numpy SeedSequences of train.seed, each with a spawn key of its own, whose first
+# word says what the stream seeds: (BATCH_ORDER, epoch) here, (RANK_GENERATORS, rank) in training.loop.
+BATCH_ORDER, RANK_GENERATORS = 0, 1
+
 
 @dataclass
 class Corpus:
@@ -84,14 +88,17 @@ def collate(corpus: Corpus, indices: np.ndarray) -> Batch:
     return Batch(src, src != PAD, tgt_in, tgt_out, np.asarray(indices))
 
 
-def token_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int) -> list[np.ndarray]:
+def token_batches(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int, epoch: int = 0
+) -> list[np.ndarray]:
     """Length-sorted buckets of at most `batch_tokens` padded (source + target) tokens, in shuffled order.
 
     Sentences are sorted by (source length, target length) with ties broken at random, cut
-    greedily into batches, and the batch order is shuffled; `seed` fixes both, so a given
-    (seed, epoch) always yields the same batches.
+    greedily into batches, and the batch order is shuffled; (seed, epoch) fixes both, each pair
+    a stream of its own (numpy's SeedSequence keyed by both: a generator seeded with seed + epoch
+    gave seed s's epoch 1 the batches of seed s + 1's epoch 0).
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(BATCH_ORDER, epoch)))
     order = np.lexsort((rng.random(len(src_lens)), tgt_lens, src_lens))
     batches: list[np.ndarray] = []
     start, max_src, max_tgt = 0, 0, 0

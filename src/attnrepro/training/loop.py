@@ -1,7 +1,7 @@
 """One training loop for every model: optimizer and schedule from config, token-bucketed
 batches, data-parallel updates, atomic checkpoints and bit-identical resume.
 
-Data order. Batches of epoch e come from `token_batches(..., seed=train.seed + e)`, so the
+Data order. Batches of epoch e come from `token_batches(..., seed=train.seed, epoch=e)`, so the
 data position is just (epoch, batch index). An update takes the next `per_update` batches
 (enough for `train.update_tokens`); rank r of N trains on batches r, r + N, ... of them
 (DistributedSampler's split) and DDP sums the gradients, each micro-batch's summed token losses
@@ -49,7 +49,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm import tqdm
 
 from attnrepro.config import ModelConfig
-from attnrepro.data.batching import Corpus, collate, token_batches
+from attnrepro.data.batching import RANK_GENERATORS, Corpus, collate, token_batches
 from attnrepro.decoding.search import autocast
 from attnrepro.errors import ConfigError, DataError, TrainingError
 from attnrepro.evaluation.runs import divergence, read_train_log
@@ -85,10 +85,14 @@ class Preempted(Exception):
         self.step = step
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # also seeds every CUDA device
+def seed_everything(seed: int, rank: int) -> None:
+    """Python's, numpy's and torch's generators of `rank` in the run of `seed`: a stream for each (seed, rank),
+    apart from the batch orders' (seeding with seed + rank gave seed s's rank 1 seed s + 1's rank 0)."""
+    words = np.random.SeedSequence(seed, spawn_key=(RANK_GENERATORS, rank)).generate_state(2)  # 2 x uint32
+    value = int(words[0]) << 32 | int(words[1])
+    random.seed(value)
+    np.random.seed(words)
+    torch.manual_seed(value)  # also seeds every CUDA device
 
 
 @contextlib.contextmanager
@@ -175,7 +179,7 @@ class Trainer:
             self.resume_path.parent.mkdir(parents=True, exist_ok=True)
         self.cadence = Cadence.of(self.tc)
 
-        seed_everything(self.tc.seed + ranks.rank)  # DDP copies rank 0's initial weights to every rank
+        seed_everything(self.tc.seed, ranks.rank)  # DDP copies rank 0's initial weights to every rank
         self.model = build_model(mc.arch, *vocab, mc.params).to(device)
         self.optimizer = make_optimizer(self.model.parameters(), self.tc)
         self.d_model = getattr(self.model, "d_model", None)
@@ -274,7 +278,7 @@ class Trainer:
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         batches = token_batches(
-            self.corpus.src_lens[self.kept], self.corpus.tgt_lens[self.kept], self.tc.batch_tokens, self.tc.seed + epoch
+            self.corpus.src_lens[self.kept], self.corpus.tgt_lens[self.kept], self.tc.batch_tokens, self.tc.seed, epoch
         )
         if len(batches) < self.per_update:
             raise ConfigError(

@@ -128,7 +128,7 @@ class TrainState:
     """Everything of a run that changes from update to update, except the weights and optimizer."""
 
     step: int = 0  # updates done
-    epoch: int = 0  # batches of epoch e come from token_batches(seed=train.seed + e)
+    epoch: int = 0  # batches of epoch e come from token_batches(seed=train.seed, epoch=e)
     position: int = 0  # batches of this epoch already trained on
     src_tokens: int = 0  # real tokens trained on so far (for FLOP estimates: 6 x params x tokens)
     tgt_tokens: int = 0
