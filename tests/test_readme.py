@@ -56,10 +56,50 @@ def test_readme_snakemake_commands_name_no_target_after_configfile():
 
 
 def test_readme_first_screen_has_the_two_commands():
-    run, tests = _commands()
+    run, tests = _commands()[:2]
     assert run.endswith("snakemake --cores 2")
     assert "pip install torch==2.13.0" in run and "pip install torch==2.13.0" in tests
     assert tests.endswith("python -m pytest")
+
+
+def test_readme_first_screen_has_the_first_look_and_the_smoke_run():
+    """After the two set-up commands: Bahdanau's Fig. 2 in minutes, and the whole DAG on the toy config."""
+    quick = [shlex.split(c, comments=True) for c in _commands()[2:]]
+    assert ["snakemake", "--cores", "2", "--configfile", "config/first_look.yaml"] in quick
+    assert ["snakemake", "--cores", "2", "--configfile", "config/test.yaml"] in quick
+
+
+HEX_WORD = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+def test_readme_is_a_guide_of_at_most_200_lines_naming_no_commit_outside_the_figure_caption():
+    """Dated records and the commits they were measured at belong in docs/measurements.md; the README's one
+    commit is the run behind its figure, named in the figure's caption (the paragraph after the image)."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    paragraphs = text.split("\n\n")
+    figure = next(i for i, p in enumerate(paragraphs) if p.startswith("![") and "bleu_by_length.png" in p)
+    caption = paragraphs[figure + 1]
+    assert caption.startswith("*") and len(caption.splitlines()) <= 2, caption
+    prose = "\n\n".join(paragraphs[: figure + 1] + paragraphs[figure + 2 :])
+    assert not HEX_WORD.findall(prose), "the README names commits outside the figure caption"
+
+
+def _links(path: Path) -> list[str]:
+    """The relative targets of a Markdown file's links and images (no URLs, no anchors within the page)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks hold no links
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    return [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
+
+
+@pytest.mark.parametrize(
+    "doc",
+    ["README.md", "config/README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))],
+)
+def test_every_relative_link_resolves(doc):
+    path = REPO / doc
+    broken = [t for t in _links(path) if not (path.parent / t).exists()]
+    assert not broken, f"{doc} links to files that do not exist: {broken}"
 
 
 def test_ci_runs_the_readme_test_command_verbatim():
