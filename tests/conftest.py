@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnrepro import models
 from attnrepro.models import build_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,13 +18,14 @@ TINY_PARAMS = {
     "rnnenc": {"emb": 8, "hidden": 12, "maxout": 6},
     "seq2seq": {"emb": 8, "hidden": 12, "layers": 2},
     "rnnsearch": {"emb": 8, "hidden": 12, "align": 10, "maxout": 6},
+    "transducer": {"emb": 8, "hidden": 12},
     "diagonal": {"emb": 8, "hidden": 12, "maxout": 6, "length_ratio": 1.3, "width": 1.0},
     "graves_window": {"emb": 8, "hidden": 12, "maxout": 6, "components": 3},
     "graves_ntm": {"emb": 8, "hidden": 12, "maxout": 6},
     "memnet": {"dim": 8, "hidden": 12, "hops": 3},
     "transformer": {"d_model": 8, "d_ff": 16, "heads": 2, "layers": 2, "dropout": 0.0, "share_embeddings": False},
 }
-ATTENTION_ARCHS = ("rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer")
+ATTENTION_ARCHS = tuple(sorted(models.ATTENTION_ARCHS))
 SRC_VOCAB, TGT_VOCAB = 23, 19
 
 

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import ATTENTION_ARCHS, REPO
 
 pytestmark = pytest.mark.slow
 
 CONFIG = REPO / "config" / "test.yaml"
-ATTENTION_ARCHS = {"rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer"}
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",

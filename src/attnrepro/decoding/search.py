@@ -249,9 +249,23 @@ def translate_ids(
         src = pad([encoded[i] for i in indices]).to(device)
         limits = torch.from_numpy(max_lens[indices]).to(device)
         hyps = beam_search(model, src, src != PAD, sc.beam, limits, sc.length_penalty, ban_unk=unk, precision=precision)
+        _align_whole_outputs(model, src, hyps)
         for i, hyp in zip(indices, hyps):
             results[i] = hyp
     return results
+
+
+@torch.no_grad()
+def _align_whole_outputs(model: Seq2SeqModel, src: Tensor, hyps: list[Hypothesis]) -> None:
+    """Replace each hypothesis's attention by `model.alignment` of its whole output where the model has one
+    (the transducer's posterior over cursor positions)."""
+    tgt_lens = torch.tensor([len(h.tokens) for h in hyps], device=src.device)
+    tgt_in = pad([np.array([BOS, *h.tokens], dtype=np.int64) for h in hyps]).to(src.device)
+    aligned = model.alignment(src, src != PAD, tgt_in, tgt_lens)
+    if aligned is None:
+        return
+    for b, hyp in enumerate(hyps):
+        hyp.attention = aligned[b, : len(hyp.tokens), : hyp.attention.shape[1]].float().cpu().numpy()
 
 
 def translate_lines(

@@ -30,6 +30,7 @@ REGISTRY: dict[str, Arch] = {
     "rnnenc": Arch("rnnenc", "RNNEncDec", attention=False),
     "seq2seq": Arch("seq2seq", "Seq2Seq", attention=False),
     "rnnsearch": Arch("rnnsearch", "RNNSearch", attention=True),
+    "transducer": Arch("transducer", "Transducer", attention=True),
     "diagonal": Arch("diagonal", "DiagonalSearch", attention=True),
     "graves_window": Arch("graves", "GravesWindow", attention=True),
     "graves_ntm": Arch("graves", "GravesNTM", attention=True),

@@ -37,6 +37,12 @@ class Seq2SeqModel(nn.Module):
         """Teacher forcing: tgt_in (batch, tgt_len) -> logits (batch, tgt_len, vocab)."""
         raise NotImplementedError
 
+    def alignment(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_lens: Tensor) -> Tensor | None:
+        """The alignment figures' weights of each output word over the source, from whole outputs: tgt_in =
+        (<s>, y_1..y_U) padded, tgt_lens = U -> (batch, U, src_len). None (the default): the attention
+        decode_step returned while searching is the alignment."""
+        return None
+
     def reorder(self, memory: Memory | None, state: State, index: Tensor) -> tuple[Memory | None, State]:
         """Select rows `index` of the batch: beam expansion, then beam reordering.
 

@@ -1,0 +1,180 @@
+"""The RNN Transducer's mathematics (Graves 2012, §2): the loss against a brute-force sum over every monotonic
+alignment, exact next-token probabilities in teacher forcing and in decoding, padding, gradients, the
+posterior over cursor positions, and a wide beam against the exhaustive best."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from attnrepro.data.batching import pad
+from attnrepro.data.tokenize import BOS, EOS, PAD, UNK
+from attnrepro.decoding.search import beam_search
+from attnrepro.models.transducer import NULL, forward_rows, log_normaliser
+
+from conftest import SRC_VOCAB, TGT_VOCAB, tiny_model
+
+SHAPES = [(1, 0), (3, 0), (1, 3), (2, 5), (4, 3), (5, 5), (6, 2)]  # (T, U): U = 0 and U > T included
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("transducer").double()
+
+
+def _lattice_log_probs(model, src: torch.Tensor, y: list[int]) -> torch.Tensor:
+    """log Pr(k | t, u) (T, U+1, V), the full softmax of f_t + g_u (eqs. 12-13), built the naive way."""
+    memory = model.encode(src[None], torch.ones(1, len(src), dtype=torch.bool))
+    states, _ = model.predictor(model.tgt_embed(torch.tensor([[BOS, *y]])))
+    return torch.log_softmax(memory["f"][0][:, None] + model.to_g(states)[0][None], -1)
+
+
+def _paths(T: int, U: int):
+    """Every monotonic alignment: the positions, among T-1+U moves, of the U word emissions."""
+    return itertools.combinations(range(T - 1 + U), U)
+
+
+def _brute_force(model, src: torch.Tensor, y: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """ln Pr(y | x) summed over every alignment, and the posterior of each word's source position (U, T)."""
+    lp = _lattice_log_probs(model, src, y)
+    T, U = len(src), len(y)
+    scores, positions = [], []
+    for emissions in _paths(T, U):
+        t, u, score, where = 0, 0, 0.0, []
+        for move in range(T - 1 + U):
+            if move in emissions:
+                score, u = score + lp[t, u, y[u]], u + 1
+                where.append(t)
+            else:
+                score, t = score + lp[t, u, NULL], t + 1  # ∅ moves the source cursor
+        scores.append(score + lp[T - 1, U, NULL])  # eq. (17): the sentence ends with ∅ at the last source word
+        positions.append(where)
+    scores = torch.stack(scores)
+    weights = torch.softmax(scores, 0)
+    posterior = torch.zeros(U, T, dtype=torch.float64)
+    for w, where in zip(weights, positions):
+        for u, t in enumerate(where):
+            posterior[u, t] += w
+    return torch.logsumexp(scores, 0), posterior
+
+
+def _case(T: int, U: int, seed: int = 0) -> tuple[torch.Tensor, list[int]]:
+    g = torch.Generator().manual_seed(100 * T + U + seed)
+    return torch.randint(4, SRC_VOCAB, (T,), generator=g), torch.randint(4, TGT_VOCAB, (U,), generator=g).tolist()
+
+
+@pytest.mark.parametrize("T,U", SHAPES)
+def test_the_loss_is_the_sum_over_every_monotonic_alignment(model, T, U):
+    src, y = _case(T, U)
+    expected, _ = _brute_force(model, src, y)
+    mask = torch.ones(1, T, dtype=torch.bool)
+    tgt_in = torch.tensor([[BOS, *y]])
+    exact = model.log_likelihood(src[None], mask, tgt_in, torch.tensor([U]))
+    torch.testing.assert_close(exact, expected[None], rtol=0, atol=1e-12)
+    # the training loss: forward's next-token log-probabilities along the reference, </s> included
+    chain = model(src[None], mask, tgt_in)[0, torch.arange(U + 1), torch.tensor([*y, EOS])].sum()
+    torch.testing.assert_close(chain, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("T,U", SHAPES)
+def test_decode_steps_are_exact_next_token_distributions(model, T, U):
+    """Every step's distribution (</s> included) sums to 1; their product along y is Pr(y | x)."""
+    src, y = _case(T, U)
+    expected, _ = _brute_force(model, src, y)
+    memory = model.encode(src[None], torch.ones(1, T, dtype=torch.bool))
+    state, total = model.init_state(memory), torch.zeros((), dtype=torch.float64)
+    for prev, target in zip([BOS, *y], [*y, EOS]):
+        log_probs, state, cursor = model.decode_step(memory, state, torch.tensor([prev]))
+        torch.testing.assert_close(log_probs.exp().sum(), torch.tensor(1.0, dtype=torch.float64), rtol=0, atol=1e-12)
+        torch.testing.assert_close(cursor.sum(), torch.tensor(1.0, dtype=torch.float64), rtol=0, atol=1e-12)
+        total = total + log_probs[0, target]
+    torch.testing.assert_close(total, expected, rtol=0, atol=1e-12)
+
+
+def test_a_padded_batch_gives_each_sentence_what_it_gets_alone(model):
+    cases = [_case(T, U, seed=1) for T, U in [(6, 4), (2, 3), (4, 0), (5, 6)]]
+    src = pad([s.numpy() for s, _ in cases])
+    mask = src != PAD
+    tgt_lens = torch.tensor([len(y) for _, y in cases])
+    tgt_in = pad([np.array([BOS, *y]) for _, y in cases])
+    batched = model.log_likelihood(src, mask, tgt_in, tgt_lens)
+    aligned = model.alignment(src, mask, tgt_in, tgt_lens)
+    memory = model.encode(src, mask)
+    state = model.init_state(memory)
+    steps = [model.decode_step(memory, state, tgt_in[:, 0])]
+    for u in range(1, tgt_in.size(1)):
+        steps.append(model.decode_step(memory, steps[-1][1], tgt_in[:, u]))
+    for b, (s, y) in enumerate(cases):
+        alone = (s[None], torch.ones(1, len(s), dtype=torch.bool), torch.tensor([[BOS, *y]]), tgt_lens[b : b + 1])
+        torch.testing.assert_close(batched[b : b + 1], model.log_likelihood(*alone), rtol=0, atol=1e-12)
+        torch.testing.assert_close(aligned[b, : len(y), : len(s)], model.alignment(*alone)[0], rtol=0, atol=1e-12)
+        assert torch.all(aligned[b, :, len(s) :] == 0) and torch.all(aligned[b, len(y) :] == 0)
+        memory_alone = model.encode(*alone[:2])
+        state_alone = model.init_state(memory_alone)
+        for u, prev in enumerate([BOS, *y]):
+            log_probs, state_alone, cursor = model.decode_step(memory_alone, state_alone, torch.tensor([prev]))
+            torch.testing.assert_close(steps[u][0][b], log_probs[0], rtol=0, atol=1e-10)
+            torch.testing.assert_close(steps[u][2][b, : len(s)], cursor[0], rtol=0, atol=1e-10)
+            assert torch.all(steps[u][2][b, len(s) :] == 0)  # padded source positions never receive mass
+
+
+def test_the_alignment_is_the_posterior_over_cursor_positions(model):
+    for T, U in [(3, 2), (4, 4), (2, 5), (5, 3)]:
+        src, y = _case(T, U)
+        _, expected = _brute_force(model, src, y)
+        aligned = model.alignment(
+            src[None], torch.ones(1, T, dtype=torch.bool), torch.tensor([[BOS, *y]]), torch.tensor([U])
+        )
+        torch.testing.assert_close(aligned[0], expected, rtol=0, atol=1e-12)
+        torch.testing.assert_close(aligned[0].sum(1), torch.ones(U, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def _loss_of(y: torch.Tensor, mask: torch.Tensor):
+    """-ln Pr(y | x) of each sentence, summed, as a function of f (batch, T, V) and g (batch, U+1, V)."""
+    batch, T = mask.shape
+    U, last = y.size(1), mask.sum(1) - 1
+
+    def loss(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        f_max = f.amax(-1, keepdim=True).detach()
+        log_norm = log_normaliser(torch.exp(f - f_max), f_max, g)
+        log_null = f[:, :, NULL, None] + g[:, None, :, NULL] - log_norm
+        log_emit = f.gather(2, y[:, None].expand(-1, T, -1)) + g[:, :-1].gather(2, y[..., None]).squeeze(-1)[:, None]
+        log_alpha = forward_rows(log_emit - log_norm[:, :, :-1], log_null, mask)
+        return -(log_alpha[torch.arange(batch), last, U] + log_null[torch.arange(batch), last, U]).sum()
+
+    return loss
+
+
+def test_the_loss_has_the_gradients_autograd_checks():
+    """gradcheck of -ln Pr(y | x) through the normaliser and the recursion, in f and g, on tiny sizes."""
+    gen = torch.Generator().manual_seed(3)
+    for T, U, V in [(3, 2, 5), (2, 4, 6), (4, 0, 5)]:
+        f = torch.randn(2, T, V, generator=gen, dtype=torch.float64, requires_grad=True)
+        g = torch.randn(2, U + 1, V, generator=gen, dtype=torch.float64, requires_grad=True)
+        y = torch.randint(1, V, (2, U), generator=gen)
+        loss = _loss_of(y, torch.tensor([[True] * T, [True] * (T - 1) + [False]]))
+        assert torch.autograd.gradcheck(loss, (f, g))
+        loss(f, g).backward()
+        assert torch.all(f.grad[1, T - 1] == 0)  # the padded position contributes nothing
+
+
+def test_a_beam_as_wide_as_the_hypothesis_space_finds_the_exhaustive_best():
+    """Vocabulary {<unk>, 4, 5} plus </s>, outputs of at most 3 words: 40 hypotheses, beam 40."""
+    torch.manual_seed(0)
+    model = tiny_model("transducer", tgt_vocab=6).double()
+    src = torch.tensor([[7, 8, 9]])
+    mask = torch.ones_like(src, dtype=torch.bool)
+    words = [UNK, 4, 5]  # <unk> is a word the search may emit; <pad> and <s> never are
+    space = [list(c) for n in range(4) for c in itertools.product(words, repeat=n)]
+    with torch.no_grad():
+        scores = [
+            float(model.log_likelihood(src, mask, torch.tensor([[BOS, *c]]), torch.tensor([len(c)]))) for c in space
+        ]
+    best = int(np.argmax(scores))
+    hyp = beam_search(model, src, mask, beam=len(space), max_lens=torch.tensor([4]))[0]
+    assert hyp.tokens == space[best]
+    assert hyp.score == pytest.approx(scores[best], abs=1e-5)  # the search keeps float32 scores
+    assert sorted(scores)[-2] < scores[best]  # a unique best: the search had to find it
