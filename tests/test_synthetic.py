@@ -18,6 +18,7 @@ from attnrepro.data.synthetic import (
     sentence_pair,
     write_splits,
 )
+from attnrepro.errors import ConfigError
 
 CFG = SyntheticDataConfig(n_train=3000, n_valid=50, test_per_bucket=100, max_train_len=50, max_test_len=80)
 LEX = make_lexicon(CFG)
@@ -55,7 +56,49 @@ def test_per_bucket_validation_has_as_many_long_sentences_as_short_ones_and_leav
     assert max(len(s) for s, _ in balanced["valid"]) <= 50
     drawn = generate_splits(CFG)  # like_train: P(L) ∝ 1/L, most sentences short
     assert sum(len(s) <= 10 for s, _ in drawn["valid"]) > 2 * sum(len(s) > 40 for s, _ in drawn["valid"])
-    assert balanced["train"] == drawn["train"] and balanced["test"] == drawn["test"]  # only validation changes
+    assert balanced["test"] == drawn["test"]  # only validation changes, and the short training sentences it takes:
+    changed = [i for i, (a, b) in enumerate(zip(balanced["train"], drawn["train"])) if a != b]
+    assert 0 < len(changed) < 0.05 * CFG.n_train  # 120 of 3 000, all of 1 word
+    assert all(len(balanced["train"][i][0]) == len(drawn["train"][i][0]) <= 3 for i in changed)
+
+
+# The embedded default's generation (config/config.yaml: lexicon, lengths, per-bucket validation) with 20 000 of
+# its 150 000 training pairs (0.4 s, not 4-6): enough short ones that every 1-word sentence is drawn.
+DEFAULT_LIKE = SyntheticDataConfig(n_train=20000, valid_lengths="per_bucket")
+TEST_YAML_LIKE = SyntheticDataConfig(  # config/test.yaml's
+    seed=7,
+    n_train=2000,
+    n_valid=50,
+    test_per_bucket=4,
+    max_train_len=20,
+    max_test_len=40,
+    n_nouns=20,
+    n_adjectives=10,
+    n_transitive=8,
+    n_intransitive=4,
+)
+
+
+@pytest.mark.parametrize("cfg", [CFG, TEST_YAML_LIKE, DEFAULT_LIKE], ids=["small", "test_yaml", "default_lengths"])
+def test_no_source_sentence_is_in_two_splits_and_training_lengths_stay_1_over_L(cfg):
+    """The old draws put 20 of the default's 500 validation and 16 of its 800 test pairs in training (1-3 words)
+    and one pair in both validation and test. A redraw keeps its length: P(L) ∝ 1/L holds (chi-square over the
+    lengths below its 99.999th percentile), 1-word sentences included."""
+    splits = generate_splits(cfg)
+    train, valid, test = ({tuple(src) for src, _ in splits[k]} for k in ("train", "valid", "test"))
+    assert not train & valid and not train & test and not valid & test
+    counts, lengths = Counter(len(src) for src, _ in splits["train"]), range(1, cfg.max_train_len + 1)
+    expected = {L: cfg.n_train / L / sum(1 / n for n in lengths) for L in lengths}
+    assert sum((counts[L] - expected[L]) ** 2 / expected[L] for L in lengths) < {20: 57.4, 50: 103.1}[cfg.max_train_len]
+
+
+def test_a_lexicon_whose_short_sentences_the_test_split_takes_is_refused():
+    """Two nouns: the test split's 1-word sentences are both of them, and no training sentence of 1 word is left."""
+    tiny = SyntheticDataConfig(
+        n_train=100, n_valid=10, test_per_bucket=100, max_train_len=10, max_test_len=10, n_nouns=2
+    )
+    with pytest.raises(ConfigError, match=r"data.synthetic: 1000 sentences of 1 word\(s\) in a row were already in"):
+        generate_splits(tiny)
 
 
 def test_a_few_hundred_words_a_side_every_one_seen_in_training():

@@ -26,6 +26,11 @@ P(L) proportional to 1/L, so that every length contributes about the same number
 (uniform lengths starve short sentences); a test set with the same number of sentences in each
 `bucket_width` bucket up to `max_test_len`, like Bahdanau et al. 2014, Fig. 2; a few hundred
 words a side, every one of them seen in training.
+
+The splits share no source sentence: test is drawn first, then validation, then training, and a
+draw whose source an earlier split holds is drawn again at the same length from a stream of its
+own (`Draws`), so the lengths stay as drawn and every other sentence is the one drawn without the
+rule. Only short sentences collide, where the lexicon allows few (120 of one word by default).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnrepro.config import SyntheticDataConfig
+from attnrepro.errors import ConfigError
 
 CONSONANTS_SRC = "bdfgklmnprstvz"
 CONSONANTS_TGT = "bcdhjkmnpqrstwxy"
@@ -44,6 +50,7 @@ VOWELS_TGT = "aeiouy"
 GENDER_SUFFIXES = ("o", "a")
 MAX_ADJECTIVES = 3  # per noun; a longer noun phrase grows a modifier chain
 P_INTRANSITIVE, P_SEPARABLE, P_SUBORDINATE = 0.2, 0.3, 0.5
+MAX_REDRAWS = 1000  # of one sentence whose source an earlier split holds, before the lexicon is called too small
 Pairs = list[tuple[list[str], list[str]]]
 
 
@@ -197,37 +204,64 @@ def sentence_pair(
     return src, tgt
 
 
-def _per_bucket(rng: random.Random, lex: Lexicon, counts: list[int], cfg: SyntheticDataConfig, longest: int) -> Pairs:
+class Draws:
+    """Sentence pairs drawn from `rng`, each source outside `taken` (the earlier splits' sources): a draw
+    whose source is taken is drawn again, at the same length, from `redraw`, so `rng`'s stream and every
+    other draw stay as they are."""
+
+    def __init__(self, rng: random.Random, redraw: random.Random, lex: Lexicon, cfg: SyntheticDataConfig,
+                 taken: set[tuple[str, ...]]):  # fmt: skip
+        self.rng, self.redraw, self.lex, self.cfg, self.taken = rng, redraw, lex, cfg, taken
+
+    def pair(self, length: int) -> tuple[list[str], list[str]]:
+        src, tgt = sentence_pair(self.rng, self.lex, length, self.cfg.clause_order)
+        for _ in range(MAX_REDRAWS):
+            if tuple(src) not in self.taken:
+                return src, tgt
+            src, tgt = sentence_pair(self.redraw, self.lex, length, self.cfg.clause_order)
+        raise ConfigError(
+            f"data.synthetic: {MAX_REDRAWS} sentences of {length} word(s) in a row were already in the test or"
+            " validation split; a larger lexicon (n_nouns, ...) or fewer test or validation sentences leaves"
+            " the training split sentences of its own"
+        )
+
+
+def _per_bucket(draws: Draws, counts: list[int], longest: int) -> Pairs:
     """`counts[b]` pairs of source length uniform in bucket b, (b * width, (b + 1) * width], at most `longest`."""
-    pairs = []
+    pairs, width = [], draws.cfg.bucket_width
     for b, n in enumerate(counts):
-        lo, hi = b * cfg.bucket_width + 1, min((b + 1) * cfg.bucket_width, longest)
-        pairs += [sentence_pair(rng, lex, rng.randint(lo, hi), cfg.clause_order) for _ in range(n)]
+        lo, hi = b * width + 1, min((b + 1) * width, longest)
+        pairs += [draws.pair(draws.rng.randint(lo, hi)) for _ in range(n)]
     return pairs
 
 
-def _like_training(rng: random.Random, lex: Lexicon, n: int, cfg: SyntheticDataConfig) -> Pairs:
+def _like_training(draws: Draws, n: int) -> Pairs:
     """`n` pairs of 1..max_train_len source words, P(L) ∝ 1/L: every length gives about the same tokens."""
-    weights = [1.0 / n for n in range(1, cfg.max_train_len + 1)]
-    lengths = rng.choices(range(1, cfg.max_train_len + 1), weights, k=n)
-    return [sentence_pair(rng, lex, L, cfg.clause_order) for L in lengths]
+    longest = draws.cfg.max_train_len
+    lengths = draws.rng.choices(range(1, longest + 1), [1.0 / L for L in range(1, longest + 1)], k=n)
+    return [draws.pair(L) for L in lengths]
 
 
 def generate_splits(cfg: SyntheticDataConfig) -> dict[str, Pairs]:
     """train (lengths ~ 1/L up to max_train_len); valid drawn like train, or (`valid_lengths: per_bucket`)
     n_valid spread evenly over the buckets up to max_train_len, so that early stopping sees long sentences as
-    often as short ones; test: test_per_bucket in every bucket up to max_test_len."""
+    often as short ones; test: test_per_bucket in every bucket up to max_test_len. No source is in two splits
+    (test drawn first, then valid, then train: see the module's docstring)."""
     lex = make_lexicon(cfg)
-    train_rng, valid_rng, test_rng = (random.Random(cfg.seed * 1000 + offset) for offset in (1, 2, 3))
+    train_rng, valid_rng, test_rng, redraw_rng = (random.Random(cfg.seed * 1000 + offset) for offset in (1, 2, 3, 4))
+    test_buckets = math.ceil(cfg.max_test_len / cfg.bucket_width)
+    test = _per_bucket(Draws(test_rng, redraw_rng, lex, cfg, set()), [cfg.test_per_bucket] * test_buckets,
+                       test_buckets * cfg.bucket_width)  # fmt: skip
+    taken = {tuple(src) for src, _ in test}
     if cfg.valid_lengths == "per_bucket":
         buckets = math.ceil(cfg.max_train_len / cfg.bucket_width)
         counts = [cfg.n_valid // buckets + (b < cfg.n_valid % buckets) for b in range(buckets)]
-        valid = _per_bucket(valid_rng, lex, counts, cfg, cfg.max_train_len)
+        valid = _per_bucket(Draws(valid_rng, redraw_rng, lex, cfg, taken), counts, cfg.max_train_len)
     else:
-        valid = _like_training(valid_rng, lex, cfg.n_valid, cfg)
-    test_buckets = math.ceil(cfg.max_test_len / cfg.bucket_width)
-    test = _per_bucket(test_rng, lex, [cfg.test_per_bucket] * test_buckets, cfg, test_buckets * cfg.bucket_width)
-    return {"train": _like_training(train_rng, lex, cfg.n_train, cfg), "valid": valid, "test": test}
+        valid = _like_training(Draws(valid_rng, redraw_rng, lex, cfg, taken), cfg.n_valid)
+    taken = taken | {tuple(src) for src, _ in valid}
+    train = _like_training(Draws(train_rng, redraw_rng, lex, cfg, taken), cfg.n_train)
+    return {"train": train, "valid": valid, "test": test}
 
 
 def write_splits(cfg: SyntheticDataConfig, out_dir: Path) -> dict[str, int]:
