@@ -307,10 +307,20 @@ def test_the_default_trains_every_model_with_three_seeds_and_the_overlay_with_th
     default = load_config(REPO / "config/config.yaml")
     runs = {(m.base, m.train.seed) for m in default.models.values()}
     bases = sorted({base for base, _ in runs})
-    assert runs == {(base, seed) for base in bases for seed in (1, 2, 3)} and len(bases) == 10
+    assert runs == {(base, seed) for base in bases for seed in (1, 2, 3)} and len(bases) == 11
     cfg, base = _overlaid("seeds_4_6.yaml")
     assert cfg.dataset == "synthetic_seeds_4_6" and cfg.synthetic == base.synthetic
     assert sorted(cfg.models) == sorted(f"{b}_seed{s}" for b in bases for s in (4, 5, 6))
     for name, run in cfg.models.items():
         assert run.train.seed == int(name[-1]) and run.base == name.rsplit("_seed", 1)[0]
         assert replace(run.train, seed=1) == base.model(f"{run.base}_seed1").train
+
+
+def test_the_arch_is_checked_against_the_registry_the_one_list_of_archs():
+    """A new model needs no schema edit: the schema says "a string", the registry says which."""
+    raw = _raw()
+    raw["models"]["rnnsearch50"]["arch"] = "rnnsaerch"
+    with pytest.raises(ConfigError, match=r"models.rnnsearch50.arch: 'rnnsaerch' is not a registered arch \(rnnenc, "):
+        from_dict(raw)
+    schema = yaml.safe_load((REPO / "src/attnrepro/schemas/config.schema.yaml").read_text())
+    assert "enum" not in schema["$defs"]["model"]["properties"]["arch"]

@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from attnrepro.errors import ConfigError
+from attnrepro.models import REGISTRY
 
 if TYPE_CHECKING:
     from attnrepro.config import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
@@ -85,7 +86,9 @@ def _check_data(cfg: Config) -> None:
 
 
 def _check_architecture(cfg: Config, m: ModelConfig) -> None:
-    """What a model's constructor needs of its params, and of the data it will read."""
+    """The arch is registered; what a model's constructor needs of its params, and of the data it will read."""
+    if m.arch not in REGISTRY:  # the registry is the one list of archs (the schema only says "a string")
+        raise ConfigError(f"models.{m.base}.arch: {m.arch!r} is not a registered arch ({', '.join(REGISTRY)})")
     key = f"models.{m.base}.params"
     if m.arch == "transformer":
         d_model, heads = m.params["d_model"], m.params["heads"]
