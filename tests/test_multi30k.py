@@ -71,7 +71,7 @@ def _config(root: Path, server: ArchiveServer) -> Path:
     }  # fmt: skip
     for model in raw["models"].values():
         model["train"] = {**model["train"], **SMALL_TRAIN}
-    raw["models"]["transformer"]["train"].update(warmup_steps=100, average_last=2)
+    raw["models"]["transformer"]["train"].update(warmup_steps=100, average_last=2, lr=0.5)  # peak 6e-3 at d_model 64
     raw["search"] = {"beam": 4, "batch_size": 50}
     config = root / "config" / "multi30k_en_de.yaml"
     config.parent.mkdir()
