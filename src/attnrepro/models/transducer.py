@@ -135,7 +135,7 @@ class Transducer(Seq2SeqModel):
         """The posterior of the source position at which each target word was emitted given the whole output,
         α(t, u) y(t, u) β(t, u+1) / Pr(y | x): (batch, U, T), rows past a sentence's tgt_lens zero.
 
-        It is ∂ ln Pr(y | x) / ∂ ln y(t, u) (Graves 2012, eq. 20): the backward pass computes the β."""
+        It is ∂ ln Pr(y | x) / ∂ ln y(t, u) (Graves 2012, §2.4): autograd's backward pass computes the β."""
         with torch.no_grad():
             memory = self.encode(src, src_mask)
             _, _, log_null, log_emit = self._lattice(memory, tgt_in)
