@@ -119,7 +119,13 @@ def _band_for(cell: pd.Series) -> tuple[str, float, float, str]:
         why = "the reference has no one-run band (written before it existed)" if pd.isna(lo) or pd.isna(hi) else ""
         return "the one-run band", lo, hi, why
     if runs == ref_runs:
-        return f"the band of {int(ref_runs)}-run means", cell["band_lo"], cell["band_hi"], ""
+        lo, hi = cell["band_lo"], cell["band_hi"]
+        return (
+            f"the band of {int(ref_runs)}-run means",
+            lo,
+            hi,
+            "the reference has no band here" * (pd.isna(lo) or pd.isna(hi)),
+        )
     return "", float("nan"), float("nan"), (f"a mean of {int(runs)} runs; the reference has bands for one run and "
                                             f"for means of {int(ref_runs)}")  # fmt: skip
 
