@@ -219,7 +219,8 @@ def _wmt_raw() -> dict:
          r"models\.rnnsearch50\.train\.schedule: inverse_sqrt needs a d_model; arch rnnsearch has none"),
         (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(update_tokens=999),
          r"models\.rnnsearch50\.train\.update_tokens=999 is less than one batch \(.*batch_tokens=2000\)"),
-        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=3, max_steps=2000, patience=0),
+        (_raw, lambda c: c["models"]["rnnsearch50"]["train"].update(average_last=3, max_steps=2000, patience=0,
+                                                                    plateau_decays=0),
          r"models\.rnnsearch50\.train\.average_last=3 exceeds the 2 checkpoints"),
         (_raw, lambda c: c["search"].update(max_len_a=0, max_len_b=0),
          r"^search\.max_len_a=0 and max_len_b=0 allow no word before </s>"),
@@ -241,7 +242,9 @@ def test_the_boundaries_of_those_constraints_are_valid():
     raw = _raw()
     raw["models"]["transformer"]["params"].update(heads=8)  # d_k = 16
     raw["models"]["memnet"]["params"].update(max_positions=80)  # the longest test sentence exactly
-    raw["models"]["rnnsearch50"]["train"].update(update_tokens=2000, average_last=2, max_steps=2000, patience=0)
+    raw["models"]["rnnsearch50"]["train"].update(
+        update_tokens=2000, average_last=2, max_steps=2000, patience=0, plateau_decays=0
+    )
     raw["search"].update(max_len_a=1, max_len_b=0)  # one word for a one-word source
     cfg = from_dict(raw)
     assert cfg.model("transformer").params["heads"] == 8 and cfg.search_of("seq2seq").max_len_a == 1
