@@ -15,7 +15,7 @@ from attnrepro.errors import ConfigError
 from attnrepro.models import REGISTRY
 
 if TYPE_CHECKING:
-    from attnrepro.config import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
+    from attnrepro.config.types import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
 
 
 # A model's results are results/{dataset}/{model}/ and its jobs are found by that path: a model named like a

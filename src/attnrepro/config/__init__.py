@@ -1,0 +1,60 @@
+"""The one place configuration is parsed: YAML -> JSON-schema validation -> frozen dataclasses.
+
+`types.py` holds the frozen dataclasses; `load.py` reads a config file, validates it against the
+schema and builds them, running the cross-key checks of `attnrepro.constraints` (which reads the
+dataclasses from `types.py` and nothing from here: the imports run one way). Everything is
+re-exported here, so `from attnrepro.config import Config, load_config` is the one import a
+module needs. Importing this package loads no torch and no matplotlib.
+"""
+
+from attnrepro.config.load import (
+    SCHEMA_PATH,
+    check_config_files,
+    check_mirror,
+    from_dict,
+    load_config,
+    lock_file_of,
+    read_yaml,
+    validate,
+)
+from attnrepro.config.types import (
+    CleanConfig,
+    Config,
+    CorpusSpec,
+    DownloadFile,
+    EvaluateConfig,
+    MeasuredThroughput,
+    ModelConfig,
+    ResourcesConfig,
+    SearchConfig,
+    SyntheticDataConfig,
+    TokenizerConfig,
+    TrainConfig,
+    WmtDataConfig,
+)
+from attnrepro.errors import ConfigError
+
+__all__ = [
+    "SCHEMA_PATH",
+    "CleanConfig",
+    "Config",
+    "ConfigError",
+    "CorpusSpec",
+    "DownloadFile",
+    "EvaluateConfig",
+    "MeasuredThroughput",
+    "ModelConfig",
+    "ResourcesConfig",
+    "SearchConfig",
+    "SyntheticDataConfig",
+    "TokenizerConfig",
+    "TrainConfig",
+    "WmtDataConfig",
+    "check_config_files",
+    "check_mirror",
+    "from_dict",
+    "load_config",
+    "lock_file_of",
+    "read_yaml",
+    "validate",
+]
