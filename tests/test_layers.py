@@ -18,6 +18,7 @@ LAYERS = {  # lowest first (docs/design.md)
     "decoding": 3,
     "evaluation": 4,
     "training": 5,
+    "verbs": 6,
     "cli": 6,
 }
 

@@ -1,0 +1,79 @@
+"""The data verbs: generate, download, extract, clean, tokenizer, encode (the corpus, up to token ids)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from attnrepro.config import load_config
+from attnrepro.errors import ConfigError
+
+
+def cmd_generate(args: argparse.Namespace) -> None:
+    from attnrepro.data.synthetic import write_splits
+
+    cfg = load_config(args.config)
+    if cfg.synthetic is None:
+        raise ConfigError(f"{args.config}: data.synthetic is not configured")
+    counts = write_splits(cfg.synthetic, Path(args.out_dir))
+    print(json.dumps(counts))
+
+
+def cmd_download(args: argparse.Namespace) -> None:
+    from attnrepro.data.fetch import fetch
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.file not in cfg.wmt.files:
+        raise ConfigError(f"{args.config}: no data.wmt.files.{args.file}")
+    wmt = cfg.wmt
+    mirror = Path(wmt.mirror) if wmt.mirror is not None else None
+    result = fetch(args.file, wmt.files[args.file], Path(args.out), Path(args.lock), wmt.retries, wmt.timeout_s, mirror)
+    print(json.dumps({"file": args.file, **result}))
+
+
+def cmd_extract(args: argparse.Namespace) -> None:
+    from attnrepro.data.wmt import extract_corpus
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.corpus not in cfg.wmt.corpora:
+        raise ConfigError(f"{args.config}: no data.wmt.corpora.{args.corpus}")
+    spec = cfg.wmt.corpora[args.corpus]
+    inputs = Path(args.src_input), Path(args.tgt_input)
+    counts = extract_corpus(*inputs, args.corpus, spec, Path(args.src), Path(args.tgt))
+    print(json.dumps({"corpus": args.corpus, **counts}))
+
+
+def cmd_clean(args: argparse.Namespace) -> None:
+    from attnrepro.data.clean import RawCorpus, clean_split
+
+    cfg = load_config(args.config)
+    if cfg.wmt is None or args.split not in cfg.wmt.splits:
+        raise ConfigError(f"{args.config}: no data.wmt.splits.{args.split}")
+    raw, out = Path(args.raw_dir), Path(args.out_dir)
+    corpora = [RawCorpus(c, raw / f"{c}.src", raw / f"{c}.tgt") for c in cfg.wmt.splits[args.split]]
+    filters = cfg.wmt.clean if args.split.startswith("train") else None  # evaluation splits keep every sentence
+    outputs = (out / f"{args.split}.{suffix}" for suffix in ("src", "tgt", "manifest.json"))
+    record = clean_split(args.split, corpora, *outputs, filters, cfg.wmt.clean.invalid_utf8)
+    print(json.dumps(record))
+
+
+def cmd_tokenizer(args: argparse.Namespace) -> None:
+    from attnrepro.data.tokenize import load_tokenizer_pair, train_tokenizers
+
+    cfg = load_config(args.config)
+    spec = cfg.tokenizer_named(args.name)
+    out_dir = Path(args.out_dir)
+    train_tokenizers(spec, Path(args.src), Path(args.tgt), out_dir, cfg.languages, args.threads)
+    for side, tokenizer in zip(("src", "tgt"), load_tokenizer_pair(spec, out_dir, cfg.languages)):
+        print(f"{side}: {len(tokenizer)} entries")
+
+
+def cmd_encode(args: argparse.Namespace) -> None:
+    from attnrepro.data.tokenize import encode_corpus, load_tokenizer_pair
+
+    cfg = load_config(args.config)
+    spec = cfg.tokenizer_named(args.name)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
+    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out), args.threads)
+    print(f"{args.out}: {n} sentence pairs")
