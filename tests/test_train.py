@@ -212,15 +212,15 @@ def test_a_second_signal_arriving_inside_the_first_ones_handler_is_not_announced
     """Ctrl-C reaches the trainer as SIGINT and, through its launcher, as SIGTERM; the second handler can run
     inside the first (between two of its bytecodes). Here it runs inside the first one's print: one request,
     one announcement (a fresh-clone .ci/run of 88afe47 logged both)."""
-    import attnrepro.training.loop as loop
+    import attnrepro.training.signals as signals
 
     def print_and_be_interrupted(*args, **kwargs):
-        monkeypatch.setattr(loop, "print", print, raising=False)  # the nested handler prints for real
+        monkeypatch.setattr(signals, "print", print, raising=False)  # the nested handler prints for real
         os.kill(os.getpid(), signal.SIGTERM)  # Python runs its handler before the next bytecode here
         print(*args, **kwargs)
 
-    monkeypatch.setattr(loop, "print", print_and_be_interrupted, raising=False)
-    with loop.stop_requests() as stop:
+    monkeypatch.setattr(signals, "print", print_and_be_interrupted, raising=False)
+    with signals.stop_requests() as stop:
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(3):  # bytecodes for the handlers to run
             pass

@@ -8,13 +8,8 @@ data position is just (epoch, batch index). An update takes the next `per_update
 divided by the update's target tokens or sentences (`train.loss_norm`), so one update is the
 same on any number of ranks.
 
-Resume. `{out}/resume/` is not a declared Snakemake output, so a failed job's cleanup never
-deletes it: `last.pt` holds model, optimizer and the `TrainState` (step, data position, tokens
-seen, the log window, every rank's RNG state); `train_log.csv` the log rows up to that step.
-Rerunning the same command continues bit-identically. `last.pt` also holds the fingerprint of
-its run (`checkpoint.run_fingerprint`): a rerun whose model, train settings, data, vocabulary or
-batches per update differ, or whose max_steps is below the saved step, sets `resume/` aside as
-`resume.stale-<time>/` and trains from step 0, saying which keys differed.
+Resume (`training.resume`). `{out}/resume/last.pt` holds everything a bit-identical continuation
+needs; rerunning the same command continues from it, and a rerun of another run sets it aside.
 
 Early stopping (`train.patience` > 0). Every validation is recorded in the state; the weights of
 the lowest validation loss are kept in `resume/best.pt` (last.pt is written right after, so the
@@ -22,9 +17,9 @@ two agree) and are what `checkpoint.pt` holds, with their step, `stopped_at` and
 With `train.ema_decay` > 0 the weights validated, kept and translated are an exponential moving
 average of the trained ones (`Trainer.evaluated`), updated after every step and resumed from last.pt.
 
-Stops. SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption), or SIGINT (Ctrl-C),
-makes the loop write a checkpoint at the end of the current update and exit with `PREEMPTED_EXIT_CODE`.
-A non-finite loss or weights stop training naming the step, before the last good checkpoint is lost.
+Stops (`training.signals`). SIGTERM, SIGUSR1 or SIGINT makes the loop write a checkpoint at the end of the
+current update and raise `Preempted`. A non-finite loss or weights stop training naming the step, before
+the last good checkpoint is lost.
 """
 
 from __future__ import annotations
@@ -34,8 +29,6 @@ import json
 import math
 import random
 import shutil
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -57,32 +50,22 @@ from attnrepro.models import build_model, count_parameters
 from attnrepro.models.base import Seq2SeqModel
 from attnrepro.models.step_compile import set_step_compile
 from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoint: re-exported for the CLI)
-    RESUME_KEYS,
     atomic_save,
     build_from_checkpoint,
-    fingerprint_differences,
     keep_for_averaging,
     load_checkpoint,
     rng_state,
     run_fingerprint,
-    set_aside,
-    set_rng_state,
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
 from attnrepro.training.log import TrainLog
 from attnrepro.training.objective import Objective
 from attnrepro.training.pairs import describe_filter, filter_pairs, validation_pairs
+from attnrepro.training.resume import restore, saved_state
 from attnrepro.training.schedule import lr_at, make_optimizer
+from attnrepro.training.signals import Preempted, stop_requests
 from attnrepro.training.state import Cadence, TrainState
 from attnrepro.training.validation import loss_fn, valid_loss  # noqa: F401  (loss_fn: re-exported)
-
-
-class Preempted(Exception):
-    """SIGTERM/SIGUSR1/SIGINT arrived; the checkpoint of `step` is written."""
-
-    def __init__(self, name: str, step: int, path: Path):
-        super().__init__(f"{name}: stopped by a signal after step {step}; resume state in {path}")
-        self.step = step
 
 
 def seed_everything(seed: int, rank: int) -> None:
@@ -93,35 +76,6 @@ def seed_everything(seed: int, rank: int) -> None:
     random.seed(value)
     np.random.seed(words)
     torch.manual_seed(value)  # also seeds every CUDA device
-
-
-@contextlib.contextmanager
-def stop_requests() -> Iterator[dict[str, bool]]:
-    """{'requested': bool} that turns True on SIGTERM, SIGUSR1 or SIGINT while training runs."""
-    flag = {"requested": False}
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield flag
-        return
-
-    # Ctrl-C reaches the trainer twice, from the terminal and from its launcher, and the second signal's
-    # handler can run inside the first one (between any two bytecodes): list.pop() is one C call, so
-    # exactly one handler takes the announcement.
-    unannounced = [True]
-
-    def handler(signum, frame):
-        flag["requested"] = True
-        try:
-            unannounced.pop()
-        except IndexError:
-            return
-        print(f"received {signal.Signals(signum).name}: checkpointing at the end of this update", flush=True)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
-    try:
-        yield flag
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _finite(model: nn.Module) -> bool:
@@ -214,54 +168,18 @@ class Trainer:
         self.forward = torch.compile(self.ddp) if self.tc.compile else self.ddp
         self.autocast = autocast(device, self.tc.precision)
 
-    def _saved_state(self) -> dict[str, Any] | None:
-        """`resume/last.pt` if this run wrote it (same fingerprint, not past max_steps), else None: rank 0
-        decides, and sets another run's state aside (never deletes it) with a line saying why."""
-        main, path = self.ranks.is_main, self.resume_path
-        saved, differences = None, []
-        if main and path.exists():
-            saved = load_checkpoint(path, RESUME_KEYS)
-            differences = fingerprint_differences(saved.get("fingerprint"), self.fingerprint)
-            if saved["step"] > self.tc.max_steps:
-                differences.append(f"train.max_steps: {self.tc.max_steps} is below its step {saved['step']}")
-        (stale,) = sum_over_ranks([float(bool(differences))], self.ranks, self.device)
-        if stale and main:
-            aside = set_aside(path.parent)
-            print(f"{self.mc.name}: {path} is another run's state ({'; '.join(differences)}); "
-                  f"moved to {aside}, training from step 0", flush=True)  # fmt: skip
-        barrier(self.ranks)  # no rank looks for last.pt before rank 0 has set it aside
-        if stale or not path.exists():
-            return None
-        return saved if main else load_checkpoint(path, RESUME_KEYS)
-
     def _resume(self) -> TrainState:
         """The state of this run's `resume/last.pt` (weights, optimizer and generators restored), or a fresh one."""
-        main, path = self.ranks.is_main, self.resume_path
-        saved = self._saved_state()
+        path, name, ranks = self.resume_path, self.mc.name, self.ranks
+        saved = saved_state(path, self.fingerprint, self.tc.max_steps, name, ranks, self.device)
         if saved is None:
-            if main:
+            if ranks.is_main:
                 print(
                     f"{self.mc.name}: {self.mc.arch}, {count_parameters(self.model):,} parameters, on {self.device}",
                     flush=True,
                 )
             return TrainState()
-        try:  # the fingerprint matched: only a change of the model's code can make this fail
-            self.model.load_state_dict(saved["model"])
-            self.optimizer.load_state_dict(saved["optimizer"])
-            if self.ema is not None:
-                self.ema.load_state_dict(saved["ema"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise DataError(f"{path}: does not fit model {self.mc.name} ({err}); delete {path.parent} to start over"
-                            ) from err  # fmt: skip
-        state = TrainState.from_checkpoint(saved)
-        if len(state.rngs) == self.ranks.world_size:
-            set_rng_state(state.rngs[self.ranks.rank])
-        elif main:
-            print(f"{path}: saved by {len(state.rngs)} rank(s), now {self.ranks.world_size}: not bit-exact")
-        if main:
-            print(f"resuming {self.mc.name} from step {state.step} (epoch {state.epoch}, batch {state.position})",
-                  flush=True)  # fmt: skip
-        return state
+        return restore(saved, path, name, (self.model, self.optimizer, self.ema), ranks)
 
     def run(self, stop: dict[str, bool], progress: bool) -> Path:
         """Train to max_steps: each update, then its validation, log row and checkpoint as they fall due."""
