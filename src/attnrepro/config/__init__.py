@@ -7,6 +7,7 @@ re-exported here, so `from attnrepro.config import Config, load_config` is the o
 module needs. Importing this package loads no torch and no matplotlib.
 """
 
+from attnrepro.config import types
 from attnrepro.config.load import (
     SCHEMA_PATH,
     check_config_files,
@@ -17,39 +18,12 @@ from attnrepro.config.load import (
     read_yaml,
     validate,
 )
-from attnrepro.config.types import (
-    CleanConfig,
-    Config,
-    CorpusSpec,
-    DownloadFile,
-    EvaluateConfig,
-    MeasuredThroughput,
-    ModelConfig,
-    ResourcesConfig,
-    SearchConfig,
-    SyntheticDataConfig,
-    TokenizerConfig,
-    TrainConfig,
-    WmtDataConfig,
-)
+from attnrepro.config.types import *  # noqa: F403  (the dataclasses: types.__all__)
 from attnrepro.errors import ConfigError
 
 __all__ = [
     "SCHEMA_PATH",
-    "CleanConfig",
-    "Config",
     "ConfigError",
-    "CorpusSpec",
-    "DownloadFile",
-    "EvaluateConfig",
-    "MeasuredThroughput",
-    "ModelConfig",
-    "ResourcesConfig",
-    "SearchConfig",
-    "SyntheticDataConfig",
-    "TokenizerConfig",
-    "TrainConfig",
-    "WmtDataConfig",
     "check_config_files",
     "check_mirror",
     "from_dict",
@@ -57,4 +31,5 @@ __all__ = [
     "lock_file_of",
     "read_yaml",
     "validate",
+    *types.__all__,
 ]

@@ -12,6 +12,22 @@ from typing import Any
 
 from attnrepro.errors import ConfigError
 
+__all__ = [  # what attnrepro.config re-exports
+    "SyntheticDataConfig",
+    "DownloadFile",
+    "CorpusSpec",
+    "CleanConfig",
+    "WmtDataConfig",
+    "TokenizerConfig",
+    "TrainConfig",
+    "MeasuredThroughput",
+    "ResourcesConfig",
+    "ModelConfig",
+    "SearchConfig",
+    "EvaluateConfig",
+    "Config",
+]
+
 
 @dataclass(frozen=True)
 class SyntheticDataConfig:
