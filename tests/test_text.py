@@ -67,6 +67,7 @@ FILES = {"src": "newstest2014.src", "tgt": "newstest2014.tgt", "hyp": "hyp.txt"}
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """Configs, a word tokenizer, a tiny rnnsearch checkpoint and its attn.npz, and good inputs/."""
+    from attnrepro.config import load_config
     from attnrepro.data.tokenize import WordVocab
     from attnrepro.models import build_model
 
@@ -83,8 +84,9 @@ def workspace(tmp_path_factory) -> Path:
     assert main(command("tokenizer", root, good, root)) == 0
     src_vocab, tgt_vocab = (len(WordVocab.load(root / f"tok/{side}.model")) for side in ("src", "tgt"))
     torch.manual_seed(0)
-    model = build_model("rnnsearch", src_vocab, tgt_vocab, TINY_PARAMS["rnnsearch"])
-    checkpoint = {"model": model.state_dict(), "arch": "rnnsearch", "params": TINY_PARAMS["rnnsearch"], "step": 1}
+    params = load_config(root / "config.yaml").model("rnnsearch10").params  # as training saves them: defaults filled
+    model = build_model("rnnsearch", src_vocab, tgt_vocab, params)
+    checkpoint = {"model": model.state_dict(), "arch": "rnnsearch", "params": params, "step": 1}
     torch.save({**checkpoint, "src_vocab": src_vocab, "tgt_vocab": tgt_vocab}, root / "checkpoint.pt")
     assert main(command("translate", root, good, root)) == 0  # attn.npz for figure-alignments
     (good / FILES["hyp"]).write_text(

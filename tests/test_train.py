@@ -724,10 +724,11 @@ def test_ema_and_checkpoint_averaging_exclude_each_other_and_a_decay_of_1_is_ref
 @pytest.mark.parametrize("config", ["wmt14_en_fr.yaml", "wmt14_en_de.yaml"])
 def test_paper_configs_normalise_the_loss_as_their_paper(config):
     from attnrepro.config import load_config
+    from attnrepro.models import REGISTRY
 
     norms = {m.arch: m.train.loss_norm for m in load_config(REPO / "config" / config).models.values()}
     assert norms.pop("transformer") == "token"  # Vaswani
-    assert set(norms.values()) == {"sentence"} and len(norms) == 7  # Sutskever, Bahdanau and the same-scale others
+    assert set(norms.values()) == {"sentence"} and set(norms) == set(REGISTRY) - {"transformer"}  # the 2014-era others
 
 
 def test_each_optimizer_is_the_papers_and_an_unknown_name_is_refused():
