@@ -1,7 +1,8 @@
 """The configuration's frozen dataclasses: what every `attnrepro` verb reads, one section of the YAML each.
 
-Built only by `attnrepro.config.load.from_dict` (after the schema and the cross-key checks of
-`attnrepro.constraints`); imports nothing of either, so the checks can name these types.
+`attnrepro.config.load.from_dict` builds them from a config the schema has validated, then runs the
+cross-key checks of `attnrepro.constraints` on them; this module imports neither, so the checks can
+name these types without an import cycle.
 """
 
 from __future__ import annotations
