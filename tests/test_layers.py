@@ -11,6 +11,7 @@ from conftest import REPO
 PACKAGE = REPO / "src" / "attnrepro"
 LAYERS = {  # lowest first (docs/design.md)
     "errors": 0,
+    "archs": 0,
     "config": 0,
     "constraints": 0,
     "data": 1,

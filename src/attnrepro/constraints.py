@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from attnrepro.errors import ConfigError
-from attnrepro.models import REGISTRY
+from attnrepro.archs import REGISTRY
 
 if TYPE_CHECKING:
     from attnrepro.config.types import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig

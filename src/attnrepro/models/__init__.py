@@ -1,4 +1,4 @@
-"""The model registry: config `arch` name -> the class that implements it, and whether it attends.
+"""Models by `arch` name: build one from the registry (`attnrepro.archs`), count its parameters.
 
 Importing this package loads no torch: the workflow asks `has_attention` while Snakemake parses
 the DAG. `build_model` imports a model's module when it is called; code that needs the model
@@ -9,36 +9,18 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+from attnrepro.archs import ATTENTION_ARCHS, REGISTRY, Arch
 
 if TYPE_CHECKING:
     from attnrepro.models.base import Seq2SeqModel
 
-
-@dataclass(frozen=True)
-class Arch:
-    """Where an arch is implemented (`attnrepro.models.<module>.<cls>`) and whether decode_step returns attention."""
-
-    module: str
-    cls: str
-    attention: bool
-
-
-REGISTRY: dict[str, Arch] = {
-    "rnnenc": Arch("rnnenc", "RNNEncDec", attention=False),
-    "seq2seq": Arch("seq2seq", "Seq2Seq", attention=False),
-    "rnnsearch": Arch("rnnsearch", "RNNSearch", attention=True),
-    "transducer": Arch("transducer", "Transducer", attention=True),
-    "diagonal": Arch("diagonal", "DiagonalSearch", attention=True),
-    "graves_window": Arch("graves", "GravesWindow", attention=True),
-    "graves_ntm": Arch("graves", "GravesNTM", attention=True),
-    "memnet": Arch("memnet", "MemNet", attention=True),
-    "transformer": Arch("transformer", "Transformer", attention=True),
-}
-
-ATTENTION_ARCHS = frozenset(name for name, arch in REGISTRY.items() if arch.attention)
+__all__ = [
+    "ATTENTION_ARCHS", "REGISTRY", "Arch",
+    "build_model", "count_parameters", "has_attention", "model_class", "parameter_count",
+]  # fmt: skip
 
 
 def has_attention(arch: str) -> bool:
