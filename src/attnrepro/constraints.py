@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from attnrepro.errors import ConfigError
 from attnrepro.archs import REGISTRY
+from attnrepro.errors import ConfigError
 
 if TYPE_CHECKING:
     from attnrepro.config.types import Config, CorpusSpec, DownloadFile, ModelConfig, WmtDataConfig
