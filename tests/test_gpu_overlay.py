@@ -30,7 +30,7 @@ def _merged(*overlays: dict) -> dict:
 def test_every_model_trains_and_searches_on_cuda_and_nothing_else_changes():
     cpu, gpu = from_dict(_merged()), from_dict(_merged(yaml.safe_load(OVERLAY.read_text())))
     assert gpu.dataset == "multi30k_en_de_gpu" != cpu.dataset  # its own results folder
-    assert list(gpu.models) == list(cpu.models) == ["rnnencdec", "rnnsearch", "seq2seq", "transformer"]
+    assert list(gpu.models) == list(cpu.models) == ["rnnencdec", "rnnsearch", "transducer", "seq2seq", "transformer"]
     for name, model in gpu.models.items():
         assert model.train.device == "cuda" and gpu.search_of(name).device == "cuda"
         same = cpu.model(name)
@@ -51,7 +51,7 @@ def test_it_plans_end_to_end_with_the_mirror_of_a_third_config_file(tmp_path):
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     plan = out.stdout + out.stderr
     trained = set(re.findall(r"rule train:\n(?:    .*\n)*?    wildcards: model=(\w+)", plan))
-    assert trained == {"rnnencdec", "rnnsearch", "seq2seq", "transformer"}
+    assert trained == {"rnnencdec", "rnnsearch", "transducer", "seq2seq", "transformer"}
     assert "results/multi30k_en_de_gpu/" in plan and "rule download:" in plan
     assert from_dict(
         _merged(yaml.safe_load(OVERLAY.read_text()), yaml.safe_load(mirror.read_text()))
