@@ -210,8 +210,8 @@ def test_the_embedded_default_plans_every_job(tmp_path):
     assert counts == expected | {"total": sum(expected.values())}
     bases = {m.base for m in cfg.models.values()}
     attention_bases = {m.base for m in cfg.models.values() if m.arch in ATTENTION_ARCHS}
-    assert len(bases) == 10 and len(attention_bases) == 7  # every family; all but rnnenc x2 and seq2seq attend
-    assert n_models == 10 * len({m.train.seed for m in cfg.models.values()})  # every model once per seed
+    assert len(bases) == 11 and len(attention_bases) == 8  # every family; all but rnnenc x2 and seq2seq attend
+    assert n_models == 11 * len({m.train.seed for m in cfg.models.values()})  # every model once per seed
 
 
 def test_snakemake_lint_is_clean():
@@ -237,5 +237,5 @@ def test_the_wmt_configs_plan_download_to_report_for_every_model_offline(tmp_pat
         counts[job] = int(count)
     n_models = len(yaml.safe_load((REPO / "config" / config).read_text())["models"])
     assert {job: counts[job] for job in expected} == expected
-    assert counts["train"] == counts["translate"] == counts["score"] == n_models == 11
+    assert counts["train"] == counts["translate"] == counts["score"] == n_models == 12
     assert not (tmp_path / "results" / "downloads").exists()  # planning fetched nothing
