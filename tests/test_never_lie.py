@@ -103,17 +103,18 @@ def _compare(tmp_path: Path, table: pd.DataFrame | str | Path, *args: str, refer
 
 
 def test_compare_counts_every_cell_of_the_reference_and_names_the_missing_ones(tmp_path):
-    one_row = pd.read_csv(REFERENCE).head(1)
+    reference = pd.read_csv(REFERENCE)
+    n, one_row = len(reference), reference.head(1)
     out = _compare(tmp_path, one_row)
     assert out.returncode == 1, out.stdout
     lines = out.stdout.splitlines()
-    assert lines[0] == ("1 of 80 cells of the reference (1.2 %) have their mean inside the band of 3-run means "
-                        "(needed: 90 %)")  # fmt: skip
-    assert lines[1] == "79 of the reference's 80 cells not checked, counted as not inside: the check fails:"
+    assert lines[0] == (f"1 of {n} cells of the reference ({100 / n:.1f} %) have their mean inside the band of 3-run "
+                        "means (needed: 90 %)")  # fmt: skip
+    assert lines[1] == f"{n - 1} of the reference's {n} cells not checked, counted as not inside: the check fails:"
     assert lines[2] == "  missing: RNNencdec-30 (rnnencdec30), 11–20 words: not in the run's table"
     allowed = _compare(tmp_path, one_row, "--allow-missing")
     assert allowed.returncode == 0 and allowed.stdout.startswith("1 of 1 cells checked (100.0 %)")
-    assert "79 of the reference's 80 cells not checked, not counted (--allow-missing):" in allowed.stdout
+    assert f"{n - 1} of the reference's {n} cells not checked, not counted (--allow-missing):" in allowed.stdout
 
 
 def test_compare_names_the_reference_cells_without_a_band(tmp_path):
@@ -122,7 +123,8 @@ def test_compare_names_the_reference_cells_without_a_band(tmp_path):
     reference.to_csv(tmp_path / "reference.csv", index=False)
     out = _compare(tmp_path, REFERENCE, reference=tmp_path / "reference.csv")
     assert out.returncode == 1
-    assert out.stdout.splitlines()[0].startswith("70 of 80 cells of the reference (87.5 %)")
+    n = len(reference)
+    assert out.stdout.splitlines()[0].startswith(f"{n - 10} of {n} cells of the reference ({100 * (n - 10) / n:.1f} %)")
     assert "  not comparable: RNNencdec-30 (rnnencdec30), 1–10 words: the reference has no band here" in (
         out.stdout.splitlines()
     )
@@ -137,28 +139,33 @@ def test_a_one_seed_table_is_checked_against_the_one_run_band_and_says_so(tmp_pa
     assert wide.sum() >= 40
     out = _compare(tmp_path, run)
     assert out.returncode == 0, out.stdout
-    assert out.stdout.splitlines()[0] == ("80 of 80 cells of the reference (100.0 %) have their mean inside the "
+    n = len(reference)
+    assert out.stdout.splitlines()[0] == (f"{n} of {n} cells of the reference (100.0 %) have their mean inside the "
                                           "one-run band (needed: 90 %)")  # fmt: skip
     three = _compare(tmp_path, run.assign(n_runs=3))
-    assert three.returncode == 1 and f"{80 - wide.sum()} of 80 cells" in three.stdout.splitlines()[0]
+    assert three.returncode == 1 and f"{n - wide.sum()} of {n} cells" in three.stdout.splitlines()[0]
     two = _compare(tmp_path, run.assign(n_runs=2))
     assert two.returncode == 1
     assert "a mean of 2 runs; the reference has bands for one run and for means of 3" in two.stdout
 
 
 def test_a_band_where_every_seed_scored_the_same_is_as_wide_as_the_test_set_resolves(tmp_path):
-    """Three committed cells are [100.0, 100.0]: a run at 99.99 was outside; one word wrong in the bucket of
-    1-10 words costs a perfect translation 0.24 BLEU there."""
+    """Committed cells of [100.0, 100.0] (every seed perfect): a run at 99.99 was outside; one word wrong in the
+    bucket of 1-10 words costs a perfect translation 0.24 BLEU there (11-20: 0.07)."""
     reference = pd.read_csv(REFERENCE)
     zero = reference["band_lo"] == reference["band_hi"]
-    assert zero.sum() == 3 and (reference.loc[zero, "resolution"] == 0.24).all()
+    n, n_zero = len(reference), int(zero.sum())
+    assert n_zero >= 3 and (reference.loc[zero, "band_hi"] == 100).all()
+    assert (reference.loc[zero & (reference["bucket_hi"] == 10), "resolution"] == 0.24).all()
     run = reference.copy()
     run.loc[zero, "mean"] = 99.99
     out = _compare(tmp_path, run)
-    assert out.returncode == 0 and out.stdout.startswith("80 of 80 cells")
-    assert "3 band(s) narrower than the test set's resolution (one wrong word of a perfect translation) widened" in (
-        out.stdout
+    assert out.returncode == 0 and out.stdout.startswith(f"{n} of {n} cells")
+    narrow = int(((reference["band_hi"] - reference["band_lo"]) / 2 < reference["resolution"]).sum())  # zero included
+    assert (
+        n_zero <= narrow and f"{narrow} band(s) narrower than the test set's resolution (one wrong word" in out.stdout
     )
+    assert zero[(reference["base"] == "rnnsearch30") & (reference["bucket_hi"] == 10)].all()
     run.loc[zero, "mean"] = 99.5  # two wrong words and more: outside
     assert "outside: RNNsearch-30 (rnnsearch30), 1–10 words: 99.5, band [99.8, 100.0]" in _compare(tmp_path, run).stdout
 
@@ -190,13 +197,14 @@ def test_compare_refuses_a_min_inside_that_is_not_a_fraction(tmp_path, fraction)
 
 def test_compare_into_head_is_no_traceback(tmp_path):
     reference = pd.read_csv(REFERENCE)
-    run = reference.assign(mean=0.0)  # 80 cells outside: a long report
+    run = reference.assign(mean=0.0)  # every cell outside: a long report
     run.to_csv(tmp_path / "table.csv", index=False)
     command = (f"{sys.executable} -m attnrepro.cli compare --reference {REFERENCE} --table {tmp_path / 'table.csv'}"
                " | head -c 10")  # fmt: skip
     for _ in range(3):  # it raced: 2 of 3 tries
         out = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
-        assert out.stderr == "" and out.stdout == "1 of 80 ce"
+        inside = int((reference["band_lo"] <= 0).sum())  # bands that reach 0 BLEU hold a mean of 0
+        assert out.stderr == "" and out.stdout == f"{inside} of {len(reference)} cells"[:10]
 
 
 # ---- a checkpoint and the tokenizer it was trained with ------------------------------------------
