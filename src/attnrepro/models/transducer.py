@@ -48,11 +48,22 @@ def propagate(log_entry: Tensor, log_null: Tensor, src_mask: Tensor) -> Tensor:
     return (torch.logcumsumexp(log_entry - carried, 1) + carried).masked_fill(~src_mask, NEG)
 
 
+def start_row(like: Tensor) -> Tensor:
+    """The mass that enters row 0 (batch, T), in log space: α(1, 0) = 1, nothing elsewhere."""
+    entry = torch.full_like(like, NEG)
+    entry[:, 0] = 0.0
+    return entry
+
+
+def end_of(log_alpha: Tensor, log_null: Tensor, last: Tensor, tgt_lens: Tensor) -> Tensor:
+    """ln α(T, U) ∅(T, U) = ln Pr(y | x) (eq. 17) of each sentence (batch,): last = T - 1, tgt_lens = U."""
+    batch = torch.arange(log_alpha.size(0), device=log_alpha.device)
+    return log_alpha[batch, last, tgt_lens] + log_null[batch, last, tgt_lens]
+
+
 def forward_rows(log_emit: Tensor, log_null: Tensor, src_mask: Tensor) -> Tensor:
     """log α (batch, T, U+1) of eq. (16), row by row: α(1, 0) = 1; row u is entered from row u-1 by y(t, u-1)."""
-    entry = torch.full_like(log_null[:, :, 0], NEG)
-    entry[:, 0] = 0.0  # α(1, 0) = 1
-    rows = [propagate(entry, log_null[:, :, 0], src_mask)]
+    rows = [propagate(start_row(log_null[:, :, 0]), log_null[:, :, 0], src_mask)]
     for u in range(1, log_null.size(2)):
         rows.append(propagate(rows[-1] + log_emit[:, :, u - 1], log_null[:, :, u], src_mask))
     return torch.stack(rows, 2)
@@ -127,9 +138,7 @@ class Transducer(Seq2SeqModel):
         """ln Pr(y | x) = ln α(T, U) ∅(T, U) (eq. 17) per sentence (batch,), float64; tgt_lens = U (no </s>)."""
         memory = self.encode(src, src_mask)
         _, _, log_null, log_emit = self._lattice(memory, tgt_in)
-        log_alpha = forward_rows(log_emit, log_null, src_mask)
-        batch, last = torch.arange(src.size(0)), memory["last"][:, 0]
-        return log_alpha[batch, last, tgt_lens] + log_null[batch, last, tgt_lens]
+        return end_of(forward_rows(log_emit, log_null, src_mask), log_null, memory["last"][:, 0], tgt_lens)
 
     def alignment(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_lens: Tensor) -> Tensor:
         """The posterior of the source position at which each target word was emitted given the whole output,
@@ -141,11 +150,9 @@ class Transducer(Seq2SeqModel):
             _, _, log_null, log_emit = self._lattice(memory, tgt_in)
         if not log_emit.numel():
             return log_emit.to(self.to_g.weight.dtype).transpose(1, 2)
-        batch, last = torch.arange(src.size(0)), memory["last"][:, 0]
         with torch.enable_grad():
             log_emit.requires_grad_()
-            log_alpha = forward_rows(log_emit, log_null, src_mask)
-            log_p = log_alpha[batch, last, tgt_lens] + log_null[batch, last, tgt_lens]
+            log_p = end_of(forward_rows(log_emit, log_null, src_mask), log_null, memory["last"][:, 0], tgt_lens)
             (posterior,) = torch.autograd.grad(log_p.sum(), log_emit)  # (batch, T, U)
         return posterior.transpose(1, 2).to(self.to_g.weight.dtype)
 
@@ -164,9 +171,7 @@ class Transducer(Seq2SeqModel):
         f = memory["f"]
         # log α̃(t, u-1) y(t, u-1) up to g_{u-1}^{y_u}, a constant along t that the normalisation below cancels
         emitted = state["w"] + f.gather(2, prev_tokens[:, None, None].expand(-1, f.size(1), 1)).squeeze(2)
-        start = torch.full_like(emitted, NEG)
-        start[:, 0] = 0.0  # α(1, 0) = 1
-        entry = torch.where((state["step"] == 0)[:, None], start, emitted)
+        entry = torch.where((state["step"] == 0)[:, None], start_row(emitted), emitted)
         h = self.predictor(self.tgt_embed(prev_tokens)[:, None], state["h"][None])[1][0]  # (batch, H)
         g = self.to_g(h).double()[:, None]  # (batch, 1, V)
         log_norm = log_normaliser(memory["f_exp"], memory["f_max"], g)  # (batch, T, 1)
