@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, EOS, PAD, UNK
-from attnrepro.decoding.search import beam_search
+from attnrepro.decoding.search import beam_search, translate_ids
 from attnrepro.models.transducer import NULL, forward_rows, log_normaliser
 
 from conftest import SRC_VOCAB, TGT_VOCAB, tiny_model
@@ -178,3 +179,16 @@ def test_a_beam_as_wide_as_the_hypothesis_space_finds_the_exhaustive_best():
     assert hyp.tokens == space[best]
     assert hyp.score == pytest.approx(scores[best], abs=1e-5)  # the search keeps float32 scores
     assert sorted(scores)[-2] < scores[best]  # a unique best: the search had to find it
+
+
+def test_translations_carry_the_posterior_not_the_search_s_cursor(model):
+    """translate_ids hands each finished output to `alignment`: Fig. 3 draws the posterior given the whole
+    output, not decode_step's cursor given the prefix (which it replaces)."""
+    sources = [_case(T, 0, seed=2)[0].numpy() for T in (5, 3, 7)]
+    sc = SearchConfig(beam=3, batch_size=3, max_len_a=1.0, max_len_b=2)
+    hyps = translate_ids(model, sources, sc, torch.device("cpu"))
+    for s, hyp in zip(sources, hyps):
+        assert hyp.tokens, "an empty output has no rows to compare"
+        tgt_in, lens = torch.tensor([[BOS, *hyp.tokens]]), torch.tensor([len(hyp.tokens)])
+        expected = model.alignment(torch.from_numpy(s)[None], torch.ones(1, len(s), dtype=torch.bool), tgt_in, lens)
+        np.testing.assert_allclose(hyp.attention, expected[0].float().numpy(), rtol=0, atol=1e-6)

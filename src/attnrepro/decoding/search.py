@@ -258,11 +258,14 @@ def translate_ids(
 @torch.no_grad()
 def _align_whole_outputs(model: Seq2SeqModel, src: Tensor, hyps: list[Hypothesis]) -> None:
     """Replace each hypothesis's attention by `model.alignment` of its whole output where the model has one
-    (the transducer's posterior over cursor positions)."""
+    (the transducer's posterior over cursor positions); a model that keeps the interface's default costs
+    nothing here."""
+    if type(model).alignment is Seq2SeqModel.alignment:
+        return
     tgt_lens = torch.tensor([len(h.tokens) for h in hyps], device=src.device)
     tgt_in = pad([np.array([BOS, *h.tokens], dtype=np.int64) for h in hyps]).to(src.device)
     aligned = model.alignment(src, src != PAD, tgt_in, tgt_lens)
-    if aligned is None:
+    if aligned is None:  # an override may still decline
         return
     for b, hyp in enumerate(hyps):
         hyp.attention = aligned[b, : len(hyp.tokens), : hyp.attention.shape[1]].float().cpu().numpy()
