@@ -40,7 +40,7 @@ def legends(cfg: Config, results: Path) -> dict[str, str]:
     """Configured model -> "label (how its runs were trained: length limit, where and why they stopped)"."""
     texts = {}
     logs = {run: read_train_log(results / run / "train_log.csv") for runs in base_models(cfg).values() for run in runs}
-    diverged = diverged_runs(cfg, logs)
+    diverged = diverged_runs(logs)
     for base, runs in base_models(cfg).items():
         model = cfg.model(runs[0])
         checkpoints = [read_checkpoint(results / run / "checkpoint.pt") for run in runs]

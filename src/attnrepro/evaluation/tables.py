@@ -305,7 +305,7 @@ def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
 DIVERGED = " (DIVERGED)"  # after the label of a model one of whose runs diverged (Table 1, Fig. 2's legend)
 
 
-def diverged_runs(cfg: Config, logs: dict[str, pd.DataFrame]) -> dict[str, str]:
+def diverged_runs(logs: dict[str, pd.DataFrame]) -> dict[str, str]:
     """Run -> why its training diverged (`runs.divergence`), for the runs that did."""
     found = {name: divergence(log["valid_loss"]) for name, log in logs.items()}
     return {name: why for name, why in found.items() if why}
@@ -314,7 +314,7 @@ def diverged_runs(cfg: Config, logs: dict[str, pd.DataFrame]) -> dict[str, str]:
 def mark_diverged(cfg: Config, table: pd.DataFrame, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str]:
     """The table with DIVERGED after the label of every model with a diverged run, and a sentence naming them
     (empty when none): their numbers are not the model's result, and must not be read as one."""
-    diverged = diverged_runs(cfg, logs)
+    diverged = diverged_runs(logs)
     if not diverged:
         return table, ""
     bases = {cfg.model(name).base for name in diverged}

@@ -50,13 +50,11 @@ def atomic_save(obj: Any, path: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as err:
+    except (OSError, RuntimeError) as err:  # torch.save reports a failed write of its zip file as a RuntimeError
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
-    except RuntimeError as err:  # torch.save reports a failed write of its zip file as a RuntimeError
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from None
         raise OSError(None, f"cannot be written ({err})", str(path)) from None
 
 
