@@ -15,7 +15,16 @@ from pathlib import Path
 from attnrepro.errors import AttnreproError, ConfigError, DataError
 from attnrepro.verbs import TOKENIZER_FILES
 from attnrepro.verbs.cluster import cmd_estimate, cmd_launch, cmd_params
-from attnrepro.verbs.data import cmd_clean, cmd_download, cmd_encode, cmd_extract, cmd_generate, cmd_tokenizer
+from attnrepro.verbs.data import (
+    cmd_clean,
+    cmd_download,
+    cmd_encode,
+    cmd_europarl_download,
+    cmd_europarl_extract,
+    cmd_extract,
+    cmd_generate,
+    cmd_tokenizer,
+)
 from attnrepro.verbs.evaluation import (
     cmd_compare,
     cmd_figure_alignments,
@@ -69,6 +78,14 @@ def _data_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser]) -
     add_input(p, "--tgt-input", required=True, help="the one holding the target side (the same archive for both)")
     p.add_argument("--src", required=True)
     p.add_argument("--tgt", required=True)
+
+    p = verb("europarl-download", cmd_europarl_download, "every day file of data.europarl: verified, resumed")
+    p.add_argument("--out-dir", required=True, help="the corpus root on disk (data.europarl.download_dir)")
+
+    p = verb("europarl-extract", cmd_europarl_extract, "one split of data.europarl by date, decoded, as UTF-8 text")
+    p.add_argument("--split", required=True, choices=["train", "valid", "test"])
+    add_input(p, "--download-dir", required=True, help="where europarl-download put the day files")
+    p.add_argument("--out-dir", required=True, help="writes {split}.src, {split}.tgt, {split}.ids")
 
     p = verb("clean", cmd_clean, "validate, normalise and filter one split; counts to {split}.manifest.json")
     p.add_argument("--split", required=True)

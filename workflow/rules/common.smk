@@ -46,8 +46,27 @@ if CFG.wmt is not None:
     LOCK_FILE = WMT.lock_file or str(lock_file_of(CONFIG_FILES))
 
 
+# ---- data.europarl (download -> extract by date -> clean) ----
+if CFG.europarl is not None:
+    from attnrepro.data.europarl import selected_days
+
+    EUROPARL = CFG.europarl
+    DOWNLOADS = EUROPARL.download_dir
+    EUROPARL_DAYS = selected_days(EUROPARL)  # split -> its days, read from the manifest (a dry run names a bad row)
+    EUROPARL_SPLIT_FILES = {
+        split: [f.path for day in days for f in (day.src, day.tgt)] for split, days in EUROPARL_DAYS.items()
+    }
+    EUROPARL_FILES = [path for paths in EUROPARL_SPLIT_FILES.values() for path in paths]
+
+
+def europarl_ids(split):
+    """The committed sample of data.europarl.{valid,test} (an input: editing it re-extracts), or nothing."""
+    spec = {"valid": EUROPARL.valid, "test": EUROPARL.test}.get(split)
+    return [spec.ids] if spec is not None and spec.ids is not None else []
+
+
 def split_raw(side):
-    return lambda wildcards: [f"{RESULTS}/raw/{c}.{side}" for c in WMT.splits[wildcards.split]]
+    return lambda wildcards: [f"{RESULTS}/raw/{c}.{side}" for c in CFG.published.splits[wildcards.split]]
 
 
 # ---- the parsed config a job reads: its rerun trigger ----
@@ -73,8 +92,18 @@ def _train_params(model):
 
 def _clean_params(split):
     """A split's corpora; the filters only for train* splits (evaluation splits keep every sentence)."""
-    clean = _fields(WMT.clean) if split.startswith("train") else {"invalid_utf8": WMT.clean.invalid_utf8}
-    return {"corpora": WMT.splits[split], "clean": clean}
+    data = CFG.published
+    clean = _fields(data.clean) if split.startswith("train") else {"invalid_utf8": data.clean.invalid_utf8}
+    return {"corpora": data.splits[split], "clean": clean}
+
+
+def _europarl_params(split=None):
+    """What a Europarl job reads: the corpus, the days and encoding; for a split its window and sample."""
+    base = {k: str(v) for k, v in _fields(EUROPARL, "clean", "valid", "test", "retries", "timeout_s").items()}
+    if split is None:
+        return {k: base[k] for k in ("url", "manifest", "first_day", "last_day", "src_lang", "tgt_lang")}
+    windows = {"valid": _fields(EUROPARL.valid), "test": _fields(EUROPARL.test)}
+    return {**base, "windows": {k: {f: str(x) for f, x in w.items()} for k, w in windows.items()}, "split": split}
 
 
 def _report_params():
@@ -85,8 +114,12 @@ def _report_params():
 
 _JOB_PARAMS = {
     "generate": lambda wc: _fields(CFG.synthetic),
-    "download": lambda wc: {"url": WMT.files[FILE_OF_ARCHIVE[wc.archive]].url},  # sizes/hashes only check it
-    "extract": lambda wc: _fields(WMT.corpora[wc.corpus], "lines"),  # lines: a check of the output
+    "download": lambda wc: (
+        _europarl_params() if CFG.europarl is not None else {"url": WMT.files[FILE_OF_ARCHIVE[wc.archive]].url}
+    ),  # sizes/hashes only check it
+    "extract": lambda wc: (
+        _europarl_params(wc.corpus) if CFG.europarl is not None else _fields(WMT.corpora[wc.corpus], "lines")
+    ),  # lines: a check of the output
     "clean": lambda wc: _clean_params(wc.split),
     "tokenizer": lambda wc: {**_fields(CFG.tokenizer_named(wc.tokenizer)), "languages": CFG.languages},
     "encode": lambda wc: {**_fields(CFG.tokenizer_named(wc.tokenizer)), "languages": CFG.languages},

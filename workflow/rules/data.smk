@@ -21,6 +21,51 @@ if CFG.synthetic is not None:
         shell:
             "attnrepro generate --config {params.config:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
+elif CFG.europarl is not None:
+
+    localrules:
+        download,
+
+    rule download:
+        """Every day file data.europarl's manifest lists for the configured days: copied from data.europarl.mirror
+        when set, else downloaded from data.europarl.url (resumed, retried); each verified against the manifest's
+        size and sha256, then renamed. One job: 650 small files are a minute, 650 jobs would be ten."""
+        input:
+            manifest=EUROPARL.manifest,
+        output:
+            [f"{DOWNLOADS}/{path}" for path in EUROPARL_FILES],
+        params:
+            settings=lambda wildcards: job_params("download", wildcards),
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/download.log",
+        shell:
+            "attnrepro europarl-download --config {RESOLVED_CONFIG:q} --out-dir {DOWNLOADS:q} > {log:q} 2>&1"
+
+    rule extract:
+        """One split of data.europarl: its days (by date) decoded from data.europarl.encoding, each day's two
+        sides checked line for line; valid and test sampled per length bucket (or the committed ids taken)."""
+        input:
+            days=lambda wildcards: [f"{DOWNLOADS}/{path}" for path in EUROPARL_SPLIT_FILES[wildcards.corpus]],
+            ids=lambda wildcards: europarl_ids(wildcards.corpus),
+        output:
+            src=f"{RESULTS}/raw/{{corpus}}.src",
+            tgt=f"{RESULTS}/raw/{{corpus}}.tgt",
+            ids=f"{RESULTS}/raw/{{corpus}}.ids",
+        params:
+            settings=lambda wildcards: job_params("extract", wildcards),
+            out_dir=lambda wildcards, output: os.path.dirname(output.src),
+        wildcard_constraints:
+            corpus="train|valid|test",
+        conda:
+            "../../envs/attnrepro.yaml"
+        log:
+            f"{RESULTS}/logs/extract_{{corpus}}.log",
+        shell:
+            "attnrepro europarl-extract --config {RESOLVED_CONFIG:q} --split {wildcards.corpus:q}"
+            " --download-dir {DOWNLOADS:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+
 else:
 
     localrules:
@@ -66,6 +111,9 @@ else:
             "attnrepro extract --config {params.config:q} --corpus {wildcards.corpus:q}"
             " --src-input {input.src:q} --tgt-input {input.tgt:q} --src {output.src:q} --tgt {output.tgt:q}"
             " > {log:q} 2>&1"
+
+
+if CFG.synthetic is None:
 
     rule clean:
         """A split's corpora validated, normalised and (train*) filtered; counts in {split}.manifest.json."""

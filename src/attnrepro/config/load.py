@@ -9,6 +9,7 @@ between keys are checked by `attnrepro.constraints`.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import math
 from dataclasses import fields, replace
 from pathlib import Path
@@ -23,6 +24,8 @@ from attnrepro.config.types import (
     Config,
     CorpusSpec,
     DownloadFile,
+    EuroparlDataConfig,
+    EuroparlSample,
     EvaluateConfig,
     MeasuredThroughput,
     ModelConfig,
@@ -55,6 +58,7 @@ def validate(raw: dict[str, Any]) -> dict[str, Any]:
     from snakemake.utils import validate as snakemake_validate
 
     _refuse_non_finite(raw)
+    _dates_as_text(raw)
     try:
         snakemake_validate(raw, str(SCHEMA_PATH))
     except WorkflowError as err:
@@ -78,6 +82,63 @@ def _refuse_non_finite(value: Any, key: str = "") -> None:
     for name, item in value.items() if isinstance(value, dict) else ():
         if not (key == "" and str(name).startswith("x-")):
             _refuse_non_finite(item, f"{key}.{name}" if key else str(name))
+
+
+def _dates_as_text(value: Any) -> None:
+    """YAML reads an unquoted 2000-10-01 as a date: write it back as the text the schema checks, in place."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in list(items):
+        if isinstance(item, dt.date):
+            value[key] = item.isoformat()
+        else:
+            _dates_as_text(item)
+
+
+def _date(text: str, key: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"{key}: {text!r} is not a date YYYY-MM-DD") from None
+
+
+def _build_europarl(raw: dict[str, Any]) -> EuroparlDataConfig:
+    """data.europarl with its dates parsed and its windows checked."""
+    samples = {
+        split: _build(
+            EuroparlSample,
+            {
+                **raw[split],
+                **{key: _date(raw[split][key], f"data.europarl.{split}.{key}") for key in ("first_day", "last_day")},
+            },
+        )
+        for split in ("valid", "test")
+    }
+    days = {key: _date(raw[key], f"data.europarl.{key}") for key in ("first_day", "last_day")}
+    rest = {k: v for k, v in raw.items() if k not in ("valid", "test", "clean", "first_day", "last_day")}
+    cfg = EuroparlDataConfig(**rest, **days, **samples, clean=_build(CleanConfig, raw["clean"]))
+    _check_europarl_windows(cfg)
+    return cfg
+
+
+def _check_europarl_windows(cfg: EuroparlDataConfig) -> None:
+    """Each window inside first_day .. last_day, validation before the test window and apart from it, so that
+    the three splits are disjoint by date; a sample's buckets tile its max_len."""
+    key = "data.europarl"
+    if cfg.first_day > cfg.last_day:
+        raise ConfigError(f"{key}.first_day={cfg.first_day} is after {key}.last_day={cfg.last_day}")
+    for split, window in (("valid", cfg.valid), ("test", cfg.test)):
+        where = f"{key}.{split}"
+        if window.first_day > window.last_day:
+            raise ConfigError(f"{where}.first_day={window.first_day} is after {where}.last_day={window.last_day}")
+        if window.first_day < cfg.first_day or window.last_day > cfg.last_day:
+            raise ConfigError(f"{where}: {window.first_day} .. {window.last_day} is not inside {key}.first_day .. "
+                              f"last_day ({cfg.first_day} .. {cfg.last_day})")  # fmt: skip
+        if window.max_len % window.bucket_width:
+            raise ConfigError(f"{where}.max_len={window.max_len} is not a multiple of {where}.bucket_width="
+                              f"{window.bucket_width}: the last bucket would be cut")  # fmt: skip
+    if cfg.valid.last_day >= cfg.test.first_day:
+        raise ConfigError(f"{key}.valid.last_day={cfg.valid.last_day} is not before {key}.test.first_day="
+                          f"{cfg.test.first_day}: validation days come before the test days")  # fmt: skip
 
 
 def _build_wmt(raw: dict[str, Any]) -> WmtDataConfig:
@@ -145,12 +206,14 @@ def from_dict(raw: dict[str, Any]) -> Config:
         )
     synthetic = _build(SyntheticDataConfig, raw["data"]["synthetic"]) if "synthetic" in raw["data"] else None
     wmt = _build_wmt(raw["data"]["wmt"]) if "wmt" in raw["data"] else None
+    europarl = _build_europarl(raw["data"]["europarl"]) if "europarl" in raw["data"] else None
     cfg = Config(
         dataset=raw["dataset"],
         tokenizers=tokenizers,
         models=_seed_runs(models, raw.get("seeds")),  # constraints name the configured model (ModelConfig.base)
         synthetic=synthetic,
         wmt=wmt,
+        europarl=europarl,
         search=_build(SearchConfig, raw["search"]),
         evaluate=_build(EvaluateConfig, raw["evaluate"]),
         resources=resources,
@@ -236,10 +299,11 @@ def lock_file_of(files: dict[Path, Any]) -> Path:
 def check_mirror(cfg: Config) -> None:
     """data.wmt.mirror must be a folder when the workflow is parsed, so that a dry run names a mistyped one
     (the download job checks it again: a folder can go away between the plan and the run)."""
-    mirror = cfg.wmt.mirror if cfg.wmt is not None else None
+    mirror = cfg.published.mirror if cfg.published is not None else None
     if mirror is not None and not Path(mirror).is_dir():
         where = "" if Path(mirror).is_absolute() else f" (relative to {Path.cwd()})"
-        raise ConfigError(f"data.wmt.mirror: {mirror} is not a folder{where}")
+        section = "wmt" if cfg.wmt is not None else "europarl"
+        raise ConfigError(f"data.{section}.mirror: {mirror} is not a folder{where}")
 
 
 def load_config(path: str | Path) -> Config:

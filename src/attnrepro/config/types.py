@@ -7,6 +7,7 @@ name these types without an import cycle.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,6 +20,8 @@ __all__ = [  # what attnrepro.config re-exports
     "CorpusSpec",
     "CleanConfig",
     "WmtDataConfig",
+    "EuroparlSample",
+    "EuroparlDataConfig",
     "TokenizerConfig",
     "TrainConfig",
     "MeasuredThroughput",
@@ -106,6 +109,44 @@ class WmtDataConfig:
     def side_file(self, corpus: str, side: str) -> DownloadFile:
         """The downloaded file holding `side` ("src" or "tgt") of data.wmt.corpora[corpus]."""
         return self.files[self.corpora[corpus].file_of(side)]
+
+
+@dataclass(frozen=True)
+class EuroparlSample:
+    """A window of sitting days and the per-bucket sample of its sentence pairs that is scored (or validated)."""
+
+    first_day: dt.date
+    last_day: dt.date
+    per_bucket: int = 300
+    bucket_width: int = 10
+    max_len: int = 80  # source words of the longest sampled sentence
+    seed: int = 1
+    ids: str | None = None  # a committed sample (day, line per row): taken instead of drawn
+
+
+@dataclass(frozen=True)
+class EuroparlDataConfig:
+    """Europarl release v1, one file a day (attnrepro.data.europarl): splits by date, samples per length bucket."""
+
+    src_lang: str
+    tgt_lang: str
+    url: str  # the corpus root: a day file is URL/PATH, PATH as the manifest gives it
+    manifest: str  # TSV: path, bytes, lines, sha256 of every day file
+    first_day: dt.date
+    last_day: dt.date
+    valid: EuroparlSample
+    test: EuroparlSample
+    encoding: str = "iso-8859-1"
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    download_dir: str = "results/downloads/europarl"
+    mirror: str | None = None  # a folder laid out as the corpus root (PATH under it), looked in before downloading
+    retries: int = 8
+    timeout_s: float = 60.0
+
+    @property
+    def splits(self) -> dict[str, tuple[str, ...]]:
+        """Split -> the raw corpora cleaned into it: each split is one corpus of its own days (as data.wmt.splits)."""
+        return {split: (split,) for split in ("train", "valid", "test")}
 
 
 @dataclass(frozen=True)
@@ -250,6 +291,7 @@ class Config:
     models: dict[str, ModelConfig]
     synthetic: SyntheticDataConfig | None = None
     wmt: WmtDataConfig | None = None
+    europarl: EuroparlDataConfig | None = None
     search: SearchConfig = field(default_factory=SearchConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
@@ -288,11 +330,17 @@ class Config:
         return replace(self.search, **self.model(model).search)
 
     @property
+    def published(self) -> WmtDataConfig | EuroparlDataConfig | None:
+        """The downloaded corpus (data.wmt or data.europarl): splits, cleaning, languages; None when generated."""
+        return self.wmt if self.wmt is not None else self.europarl
+
+    @property
     def languages(self) -> tuple[str, str]:
         """(source, target) language codes; the synthetic corpus is treated as English (Moses rules)."""
-        return (self.wmt.src_lang, self.wmt.tgt_lang) if self.wmt is not None else ("en", "en")
+        data = self.published
+        return (data.src_lang, data.tgt_lang) if data is not None else ("en", "en")
 
     @property
     def splits(self) -> tuple[str, ...]:
         """Names of the plain-text splits under results/{dataset}/data/."""
-        return tuple(self.wmt.splits) if self.wmt is not None else ("train", "valid", "test")
+        return tuple(self.published.splits) if self.published is not None else ("train", "valid", "test")

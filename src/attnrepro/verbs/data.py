@@ -1,4 +1,5 @@
-"""The data verbs: generate, download, extract, clean, tokenizer, encode (the corpus, up to token ids)."""
+"""The data verbs: generate, download, extract, clean, tokenizer, encode (the corpus, up to token ids); Europarl's
+download and extract (one job for every day file; one per split)."""
 
 from __future__ import annotations
 
@@ -48,13 +49,15 @@ def cmd_clean(args: argparse.Namespace) -> None:
     from attnrepro.data.clean import RawCorpus, clean_split
 
     cfg = load_config(args.config)
-    if cfg.wmt is None or args.split not in cfg.wmt.splits:
-        raise ConfigError(f"{args.config}: no data.wmt.splits.{args.split}")
+    data = cfg.published  # data.wmt or data.europarl
+    if data is None or args.split not in data.splits:
+        section = "wmt" if cfg.europarl is None else "europarl"
+        raise ConfigError(f"{args.config}: no data.{section}.splits.{args.split}")
     raw, out = Path(args.raw_dir), Path(args.out_dir)
-    corpora = [RawCorpus(c, raw / f"{c}.src", raw / f"{c}.tgt") for c in cfg.wmt.splits[args.split]]
-    filters = cfg.wmt.clean if args.split.startswith("train") else None  # evaluation splits keep every sentence
+    corpora = [RawCorpus(c, raw / f"{c}.src", raw / f"{c}.tgt") for c in data.splits[args.split]]
+    filters = data.clean if args.split.startswith("train") else None  # evaluation splits keep every sentence
     outputs = (out / f"{args.split}.{suffix}" for suffix in ("src", "tgt", "manifest.json"))
-    record = clean_split(args.split, corpora, *outputs, filters, cfg.wmt.clean.invalid_utf8)
+    record = clean_split(args.split, corpora, *outputs, filters, data.clean.invalid_utf8)
     print(json.dumps(record))
 
 
@@ -77,3 +80,31 @@ def cmd_encode(args: argparse.Namespace) -> None:
     src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
     n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out), args.threads)
     print(f"{args.out}: {n} sentence pairs")
+
+
+def _europarl(config: str):
+    cfg = load_config(config)
+    if cfg.europarl is None:
+        raise ConfigError(f"{config}: data.europarl is not configured")
+    return cfg.europarl
+
+
+def cmd_europarl_download(args: argparse.Namespace) -> None:
+    from attnrepro.data.europarl import fetch_days, selected_days
+
+    europarl = _europarl(args.config)
+    days = [day for split in selected_days(europarl).values() for day in split]
+    size = fetch_days(europarl, days, Path(args.out_dir))
+    source = europarl.mirror or europarl.url
+    print(json.dumps({"days": len(days), "files": 2 * len(days), "bytes": size, "from": source}))
+
+
+def cmd_europarl_extract(args: argparse.Namespace) -> None:
+    from attnrepro.data.europarl import selected_days, split_pairs, write_split
+
+    europarl = _europarl(args.config)
+    days = selected_days(europarl)[args.split]
+    pairs = split_pairs(europarl, args.split, days, Path(args.download_dir))
+    out = Path(args.out_dir)
+    counts = write_split(pairs, *(out / f"{args.split}.{suffix}" for suffix in ("src", "tgt", "ids")))
+    print(json.dumps({"split": args.split, "first_day": days[0].name, "last_day": days[-1].name, **counts}))
