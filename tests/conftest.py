@@ -10,21 +10,10 @@ import pytest
 import torch
 
 from attnrepro import models
-from attnrepro.models import build_model
 
 REPO = Path(__file__).resolve().parents[1]
 
-TINY_PARAMS = {
-    "rnnenc": {"emb": 8, "hidden": 12, "maxout": 6},
-    "seq2seq": {"emb": 8, "hidden": 12, "layers": 2},
-    "rnnsearch": {"emb": 8, "hidden": 12, "align": 10, "maxout": 6},
-    "transducer": {"emb": 8, "hidden": 12},
-    "diagonal": {"emb": 8, "hidden": 12, "maxout": 6, "length_ratio": 1.3, "width": 1.0},
-    "graves_window": {"emb": 8, "hidden": 12, "maxout": 6, "components": 3},
-    "graves_ntm": {"emb": 8, "hidden": 12, "maxout": 6},
-    "memnet": {"dim": 8, "hidden": 12, "hops": 3},
-    "transformer": {"d_model": 8, "d_ff": 16, "heads": 2, "layers": 2, "dropout": 0.0, "share_embeddings": False},
-}
+TINY_PARAMS = {name: arch.tiny for name, arch in models.REGISTRY.items()}  # the registry's sizes
 ATTENTION_ARCHS = tuple(sorted(models.ATTENTION_ARCHS))
 SRC_VOCAB, TGT_VOCAB = 23, 19
 
@@ -38,13 +27,8 @@ def snakemake(workdir: Path, config: Path, *args: str, timeout: float = 600) -> 
 
 
 def tiny_model(arch: str, seed: int = 0, tgt_vocab: int = TGT_VOCAB) -> torch.nn.Module:
-    """A small randomly initialised model whose attention is not uniform (v_a starts at 0 in the paper)."""
-    torch.manual_seed(seed)
-    model = build_model(arch, SRC_VOCAB, tgt_vocab, TINY_PARAMS[arch])
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.5)
-    return model.eval()
+    """A small randomly initialised model whose attention is not uniform (attnrepro.models.tiny_model)."""
+    return models.tiny_model(arch, SRC_VOCAB, tgt_vocab, seed)
 
 
 def rnnsearch10_config(tmp_path: Path, **train) -> Path:

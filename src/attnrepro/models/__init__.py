@@ -1,4 +1,5 @@
-"""Models by `arch` name: build one from the registry (`attnrepro.archs`), count its parameters.
+"""Models by `arch` name: build one from the registry (`attnrepro.archs`, which holds every parameter's
+default), count its parameters.
 
 Importing this package loads no torch: the workflow asks `has_attention` while Snakemake parses
 the DAG. `build_model` imports a model's module when it is called; code that needs the model
@@ -12,14 +13,15 @@ import json
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from attnrepro.archs import ATTENTION_ARCHS, REGISTRY, Arch
+from attnrepro.archs import ATTENTION_ARCHS, REGISTRY, STEP_LOOP_ARCHS, Arch
+from attnrepro.errors import ConfigError
 
 if TYPE_CHECKING:
     from attnrepro.models.base import Seq2SeqModel
 
 __all__ = [
-    "ATTENTION_ARCHS", "REGISTRY", "Arch",
-    "build_model", "count_parameters", "has_attention", "model_class", "parameter_count",
+    "ATTENTION_ARCHS", "REGISTRY", "STEP_LOOP_ARCHS", "Arch",
+    "build_model", "count_parameters", "has_attention", "model_class", "parameter_count", "tiny_model",
 ]  # fmt: skip
 
 
@@ -35,7 +37,25 @@ def model_class(arch: str) -> type[Seq2SeqModel]:
 
 
 def build_model(arch: str, src_vocab: int, tgt_vocab: int, params: dict[str, Any]) -> Seq2SeqModel:
-    return model_class(arch)(src_vocab, tgt_vocab, **params)
+    """A model of `arch` with `params` over the registry's defaults (the constructors have none of their own)."""
+    spec = _arch(arch)
+    unknown = sorted(set(params) - set(spec.params))
+    if unknown:  # a validated config never has one; a checkpoint or a caller might
+        raise ConfigError(f"params.{unknown[0]}: not a parameter of arch {arch} ({', '.join(spec.params)})")
+    return model_class(arch)(src_vocab, tgt_vocab, **(spec.defaults | params))
+
+
+def tiny_model(arch: str, src_vocab: int, tgt_vocab: int, seed: int = 0) -> Seq2SeqModel:
+    """`arch` at its registry's tiny sizes, in eval mode, each weight moved by N(0, 0.5^2) so that attention is not
+    uniform (v_a starts at 0 in the paper): what the shared tests and the benchmarks' self-checks build."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = build_model(arch, src_vocab, tgt_vocab, _arch(arch).tiny)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    return model.eval()
 
 
 def count_parameters(model: Seq2SeqModel) -> int:

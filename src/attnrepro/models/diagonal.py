@@ -45,6 +45,16 @@ class DiagonalWindow(nn.Module):
 
 class DiagonalSearch(RNNSearch):
     def __init__(
-        self, src_vocab: int, tgt_vocab: int, length_ratio: float = 1.0, width: float = 1.0, **rnnsearch_params
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        emb: int,
+        hidden: int,
+        maxout: int,
+        dropout: float,
+        init: str,
+        length_ratio: float,
+        width: float,
     ):
-        super().__init__(src_vocab, tgt_vocab, attention=DiagonalWindow(length_ratio, width), **rnnsearch_params)
+        window = DiagonalWindow(length_ratio, width)  # in place of the alignment model: no `align` size
+        super().__init__(src_vocab, tgt_vocab, emb, hidden, 0, maxout, dropout, init, attention=window)

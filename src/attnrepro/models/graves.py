@@ -112,11 +112,11 @@ class GravesWindow(_ReadHeadDecoder):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        emb: int = 620,
-        hidden: int = 1000,
-        maxout: int = 500,
-        components: int = 10,
-        dropout: float = 0.0,
+        emb: int,
+        hidden: int,
+        maxout: int,
+        components: int,
+        dropout: float,
     ):
         super().__init__(src_vocab, tgt_vocab, emb, hidden, maxout, dropout)
         self.window = nn.Linear(hidden, 3 * components)  # (α̂, β̂, κ̂) = W h_t + b, eq. (48)
@@ -181,10 +181,10 @@ class GravesNTM(_ReadHeadDecoder):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        emb: int = 620,
-        hidden: int = 1000,
-        maxout: int = 500,
-        dropout: float = 0.0,
+        emb: int,
+        hidden: int,
+        maxout: int,
+        dropout: float,
     ):
         super().__init__(src_vocab, tgt_vocab, emb, hidden, maxout, dropout)
         self.head = nn.Linear(hidden, 2 * hidden + 1 + 1 + 3 + 1)  # key k, β, g, s, γ (§3.1-3.3)

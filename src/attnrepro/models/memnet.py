@@ -40,11 +40,11 @@ class MemNet(Seq2SeqModel):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        dim: int = 500,
-        hidden: int = 1000,
-        hops: int = 3,
-        max_positions: int = 256,
-        dropout: float = 0.0,
+        dim: int,
+        hidden: int,
+        hops: int,
+        max_positions: int,
+        dropout: float,
     ):
         super().__init__()
         self.hops = hops

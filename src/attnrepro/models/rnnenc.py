@@ -31,11 +31,11 @@ class RNNEncDec(Seq2SeqModel):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        emb: int = 620,
-        hidden: int = 1000,
-        maxout: int = 500,
-        dropout: float = 0.0,
-        init: str = "paper",
+        emb: int,
+        hidden: int,
+        maxout: int,
+        dropout: float,
+        init: str,
     ):
         super().__init__()
         self.src_embed = nn.Embedding(src_vocab, emb, padding_idx=self.pad_id)

@@ -41,12 +41,12 @@ class RNNSearch(Seq2SeqModel):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        emb: int = 620,
-        hidden: int = 1000,
-        align: int = 1000,
-        maxout: int = 500,
-        dropout: float = 0.0,
-        init: str = "paper",
+        emb: int,
+        hidden: int,
+        align: int,
+        maxout: int,
+        dropout: float,
+        init: str,
         attention: nn.Module | None = None,
     ):
         super().__init__()

@@ -33,13 +33,13 @@ class Seq2Seq(Seq2SeqModel):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        emb: int = 1000,
-        hidden: int = 1000,
-        layers: int = 4,
-        dropout: float = 0.0,
-        init_range: float = 0.08,
-        reverse_source: bool = True,
-        init: str = "paper",
+        emb: int,
+        hidden: int,
+        layers: int,
+        dropout: float,
+        init_range: float,
+        reverse_source: bool,
+        init: str,
     ):
         super().__init__()
         self.reverse_source = reverse_source

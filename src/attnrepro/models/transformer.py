@@ -110,13 +110,13 @@ class Transformer(Seq2SeqModel):
         self,
         src_vocab: int,
         tgt_vocab: int,
-        d_model: int = 512,
-        d_ff: int = 2048,
-        heads: int = 8,
-        layers: int = 6,
-        dropout: float = 0.1,
-        share_embeddings: bool = True,
-        ffn_dropout: float = 0.0,
+        d_model: int,
+        d_ff: int,
+        heads: int,
+        layers: int,
+        dropout: float,
+        share_embeddings: bool,
+        ffn_dropout: float,
     ):
         super().__init__()
         if share_embeddings and src_vocab != tgt_vocab:
