@@ -5,12 +5,22 @@
     snakemake --cores 2 figures                           # tables and figures from finished runs
 """
 
+import sys
+
 from snakemake.utils import min_version
 
 from attnrepro.config import check_config_files, validate
 from attnrepro.training.launch import pass_interrupts_to_jobs
 
 min_version("8.20")
+
+# --cores 0 (or --jobs 0) leaves no core for any job: Snakemake would wait at "Select jobs to execute..." until
+# killed. Checked where Snakemake schedules (not in a job's own Snakemake); resources it scales down instead.
+if not (workflow.remote_exec or workflow.subprocess_exec) and 0 in (
+    workflow.resource_settings.cores,
+    workflow.resource_settings.nodes,
+):
+    sys.exit("--cores 0 (or --jobs 0): no job can start without a core; give --cores N with N >= 1, or --cores all")
 
 # SIGINT to Snakemake alone stops the running jobs too (training checkpoints), as Ctrl-C in a terminal does.
 pass_interrupts_to_jobs()

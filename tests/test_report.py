@@ -31,6 +31,7 @@ from attnrepro.evaluation.tables import (
     write_tables,
 )
 from attnrepro.models import count_parameters
+from attnrepro.verbs.evaluation import training_logs
 
 from conftest import REPO, TINY_PARAMS, tiny_model
 
@@ -279,9 +280,9 @@ def test_seed_runs_are_one_row_of_mean_and_min_max_in_tables_and_fig2(tmp_path):
     stops = {1: (600, 900, "plateau"), 2: (800, 1100, "plateau"), 3: (1000, 1000, "max_steps")}
     for base in ("rnnencdec30", "rnnsearch50"):
         for seed, (step, stopped_at, reason) in stops.items():
-            write_run(results, f"{base}_seed{seed}", by_length[seed], 2.0, 20.0 + seed, step=step,
+            write_run(results, cfg.model(f"{base}_seed{seed}"), by_length[seed], 2.0, 20.0 + seed, step=step,
                       stopped_at=stopped_at, stop_reason=reason)  # fmt: skip
-    write_tables(cfg, results, tmp_path / "tables", tmp_path / "captions")
+    write_tables(cfg, results, tmp_path / "tables", tmp_path / "captions", training_logs(cfg, results))
 
     runs = pd.read_csv(tmp_path / "tables/bleu_by_length.csv")  # one row per run x bucket
     assert len(runs) == 2 * 3 * 3 and list(runs.columns[:4]) == ["model", "base", "seed", "label"]
@@ -308,7 +309,7 @@ def test_seed_runs_are_one_row_of_mean_and_min_max_in_tables_and_fig2(tmp_path):
     assert t2.loc["rnnsearch50", columns].tolist() == [1000, 900, 1100, 800, "plateau, max_steps", 2200]
 
     caption = tmp_path / "captions/bleu_by_length.rst"
-    write_bleu_by_length_figure(cfg, results, tmp_path / "figures/bleu_by_length", caption)
+    write_bleu_by_length_figure(cfg, results, tmp_path / "figures/bleu_by_length", caption, training_logs(cfg, results))
     assert (
         "- RNNsearch-50 (3 seeds, trained on ≤50 words, stopped at steps 900–1,100: plateau, max_steps): "
         "63.0 (60.0–67.0) [61.0, 65.0] BLEU on 1–10 words, 36.0 (31.0–40.0) [34.0, 38.0] on 21–30 words;"
@@ -343,10 +344,11 @@ def test_fig2_paper_points_only_on_a_full_run_of_the_papers_dataset(embedded):
 BUCKETS = ((0, 10), (10, 20), (20, 30))
 
 
-def write_run(results, name, bleu=(50.0, 49.0, 48.0), ci=None, score=20.0, **checkpoint) -> None:
-    """The files of one finished run, as score and train write them: bleu_by_length.csv (with a 95 % interval
-    bleu ± ci when given), bleu.json, train_log.csv and a checkpoint.pt (its metadata; `checkpoint` adds
-    step, stopped_at, stop_reason)."""
+def write_run(results, model, bleu=(50.0, 49.0, 48.0), ci=None, score=20.0, **checkpoint) -> None:
+    """The files of one finished run of `model` (a ModelConfig), as score and train write them:
+    bleu_by_length.csv (with a 95 % interval bleu ± ci when given), bleu.json, train_log.csv (ending at the
+    step training stopped) and a checkpoint.pt (its metadata; `checkpoint` adds step, stopped_at, stop_reason)."""
+    name = model.name
     (results / name).mkdir(parents=True)
     rows = pd.DataFrame({"bucket_lo": [b[0] for b in BUCKETS], "bucket_hi": [b[1] for b in BUCKETS],
                          "n_sentences": 10, "bleu": bleu})  # fmt: skip
@@ -357,16 +359,17 @@ def write_run(results, name, bleu=(50.0, 49.0, 48.0), ci=None, score=20.0, **che
     if ci is not None:
         scores["bleu_ci"] = [score - ci, score + ci]
     (results / name / "bleu.json").write_text(json.dumps(scores), encoding="utf-8")
-    log = {"step": [50, 100], "epoch": [0, 0], "loss": [3.0, 2.0], "valid_loss": [None, 2.5],
+    last = checkpoint.get("stopped_at", checkpoint.get("step", 100))
+    log = {"step": [50, last], "epoch": [0, 0], "loss": [3.0, 2.0], "valid_loss": [None, 2.5],
            "src_tokens": [500, 1000], "tgt_tokens": [600, 1200]}  # fmt: skip
     pd.DataFrame(log).to_csv(results / name / "train_log.csv", index=False)
-    meta = {"arch": "rnnsearch", "params": TINY_PARAMS["rnnsearch"], "src_vocab": 23, "tgt_vocab": 19, "step": 100}
+    meta = {"arch": model.arch, "params": dict(model.params), "src_vocab": 23, "tgt_vocab": 19, "step": 100}
     torch.save(meta | checkpoint, results / name / "checkpoint.pt")
 
 
 def write_run_files(cfg, results) -> None:
     for i, name in enumerate(cfg.models):
-        write_run(results, name, bleu=[50.0 - i - k for k in range(len(BUCKETS))])
+        write_run(results, cfg.model(name), bleu=[50.0 - i - k for k in range(len(BUCKETS))])
 
 
 def test_fig2_caption_on_a_full_run_points_to_the_projects_own_papers_page(embedded, tmp_path):
@@ -374,7 +377,10 @@ def test_fig2_caption_on_a_full_run_points_to_the_projects_own_papers_page(embed
     full = replace(embedded, dataset="wmt14_en_fr", wmt=wmt)
     write_run_files(full, tmp_path / "results")
     caption = tmp_path / "captions/bleu_by_length.rst"
-    write_bleu_by_length_figure(full, tmp_path / "results", tmp_path / "figures/bleu_by_length", caption)
+    results = tmp_path / "results"
+    write_bleu_by_length_figure(
+        full, results, tmp_path / "figures/bleu_by_length", caption, training_logs(full, results)
+    )
     last = caption.read_text(encoding="utf-8").splitlines()[-1]
     assert last.startswith("- No paper points are drawn: the paper gives Fig. 2 as curves only")
     assert last.endswith("(no per-length numbers in docs/papers.md).") and "shared" not in last

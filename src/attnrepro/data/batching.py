@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from attnrepro.data.tokenize import BOS, EOS, PAD
+from attnrepro.errors import DataError
 
 # A run's random streams are numpy SeedSequences of train.seed, each with a spawn key of its own, whose first
 # word says what the stream seeds: (BATCH_ORDER, epoch) here, (RANK_GENERATORS, rank) in training.loop.
@@ -26,9 +27,27 @@ class Corpus:
     tgt_offsets: np.ndarray
 
     @classmethod
-    def load(cls, path: Path) -> Corpus:
+    def load(cls, path: Path, vocab: tuple[int, int] | None = None, vocab_from: str = "the tokenizer") -> Corpus:
+        """The corpus in `path`; given the (source, target) vocabulary sizes, ids outside them raise (`check_ids`)."""
         with np.load(path) as f:
-            return cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"])
+            corpus = cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"])
+        if vocab is not None:
+            corpus.check_ids(path, vocab, vocab_from)
+        return corpus
+
+    def check_ids(self, path: Path, vocab: tuple[int, int], vocab_from: str = "the tokenizer") -> None:
+        """A `DataError` naming the file, the side, the sentence and both numbers when an id is not an entry of
+        that side's vocabulary (`vocab_from` names where the sizes come from): the corpus was encoded with
+        another tokenizer, and an embedding lookup would end in an IndexError deep in the model."""
+        for side, ids, offsets, size in (("source", self.src_ids, self.src_offsets, vocab[0]),
+                                         ("target", self.tgt_ids, self.tgt_offsets, vocab[1])):  # fmt: skip
+            outside = (ids >= size) | (ids < 0)
+            if outside.any():
+                at = int(outside.argmax())
+                sentence = int(np.searchsorted(offsets, at, side="right"))  # 1-based: offsets[0] is 0
+                raise DataError(f"{path}: {side} id {int(ids[at])} in sentence {sentence} (ids up to "
+                                f"{int(ids.max())}), but {vocab_from} has {size} {side} entries (ids 0–{size - 1}): "
+                                "it was encoded with another tokenizer; encode it with this one")  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.src_offsets) - 1

@@ -23,8 +23,8 @@ from attnrepro.evaluation.plots import (
     select_alignment_sentences,
     training_curves_figure,
 )
-from attnrepro.evaluation.runs import read_bleu_by_length, read_checkpoint, read_train_log, training_length
-from attnrepro.evaluation.tables import DIVERGED, diverged_runs
+from attnrepro.evaluation.runs import TrainingLogs, read_bleu_by_length, read_checkpoints, training_length
+from attnrepro.evaluation.tables import DIVERGED
 from attnrepro.models import has_attention
 
 
@@ -36,17 +36,17 @@ def base_models(cfg: Config) -> dict[str, list[str]]:
     return runs
 
 
-def legends(cfg: Config, results: Path) -> dict[str, str]:
-    """Configured model -> "label (how its runs were trained: length limit, where and why they stopped)"."""
+def legends(cfg: Config, results: Path, training: TrainingLogs) -> dict[str, str]:
+    """Configured model -> "label (how its runs were trained: length limit, where and why they stopped)",
+    DIVERGED after the label of a model one of whose runs diverged. Every run's checkpoint is checked against
+    the config and its log (`runs.read_checkpoints`)."""
     texts = {}
-    logs = {run: read_train_log(results / run / "train_log.csv") for runs in base_models(cfg).values() for run in runs}
-    diverged = diverged_runs(logs)
+    checkpoints = read_checkpoints(cfg, results, training)
     for base, runs in base_models(cfg).items():
         model = cfg.model(runs[0])
-        checkpoints = [read_checkpoint(results / run / "checkpoint.pt") for run in runs]
-        mark = DIVERGED if set(runs) & set(diverged) else ""
-        texts[base] = f"{model.label}{mark} ({training_length(model, checkpoints)})"
-    for run, why in diverged.items():  # in the figure job's log, and on the terminal of `attnrepro figure-*`
+        mark = DIVERGED if set(runs) & set(training.diverged) else ""
+        texts[base] = f"{model.label}{mark} ({training_length(model, [checkpoints[run] for run in runs])})"
+    for run, why in training.diverged.items():  # in the figure job's log, and on the terminal of `attnrepro figure-*`
         print(f"WARNING: {run}: training diverged: {why}; marked{DIVERGED} in the legend", file=sys.stderr)
     return texts
 
@@ -57,13 +57,18 @@ def dashed(cfg: Config) -> list[str]:
 
 
 def write_bleu_by_length_figure(
-    cfg: Config, results: Path, out_stem: Path, caption: Path, papers: dict[str, Any] | None = None
+    cfg: Config,
+    results: Path,
+    out_stem: Path,
+    caption: Path,
+    training: TrainingLogs,
+    papers: dict[str, Any] | None = None,
 ) -> None:
     """Fig. 2 as out_stem.{png,pdf}, a line per configured model (the mean of its runs with seeds); the
     paper's points only on a full run of the paper's dataset."""
     papers = paper_numbers() if papers is None else papers
     table = bleu_by_length_aggregate(read_bleu_by_length(cfg, results))
-    texts = legends(cfg, results)
+    texts = legends(cfg, results, training)
     fig2 = papers["bahdanau2014_fig2"]
     full_run = is_full_run_of(cfg, fig2["dataset"])
     points = fig2_paper_points(cfg, papers)
@@ -148,12 +153,13 @@ def write_alignments(
     return paths
 
 
-def write_training_curves(cfg: Config, results: Path, out_stem: Path, caption: Path) -> None:
+def write_training_curves(cfg: Config, results: Path, out_stem: Path, caption: Path, training: TrainingLogs) -> None:
     """Every run's training and validation curves, a colour and legend entry per configured model."""
-    logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
+    logs = training.logs
     groups = {name: m.base for name, m in cfg.models.items()}
     title = f"Training curves, {cfg.dataset}"
-    save(training_curves_figure(logs, legends(cfg, results), title, dashed(cfg), groups), out_stem)
+    save(training_curves_figure(logs, legends(cfg, results, training), title, dashed(cfg), groups), out_stem)
     caption.parent.mkdir(parents=True, exist_ok=True)
-    labels = {name: m.label + (f" (seed {m.train.seed})" if name != m.base else "") for name, m in cfg.models.items()}
+    labels = {name: m.label + (DIVERGED if name in training.diverged else "")
+              + (f" (seed {m.train.seed})" if name != m.base else "") for name, m in cfg.models.items()}  # fmt: skip
     caption.write_text(cap.bullets(cap.training_findings(logs, labels)), encoding="utf-8")

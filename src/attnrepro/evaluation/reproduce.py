@@ -8,6 +8,12 @@ when nearly every cell's mean falls inside the band that fits it (with 95 % band
 outside by chance). Every cell of the reference is counted: one the run lacks, or cannot be compared, is
 named and fails the check unless the caller allows it.
 
+Every table compare reads holds each model and bucket once (a key given twice is refused naming its lines:
+a table of every row twice, the second set at 0, passed as the first), and the run's buckets must be the
+reference's width (refused otherwise: no cell of one is a cell of the other). A model whose parameter count
+differs from the reference's is another model: its cells are not comparable. Where the two tables record
+seeds and commits that differ, the report says so.
+
 Zero-width bands. Where every seed scored the same (three cells of the committed table are 100.0 in all
 three seeds) the band is [m, m], and a run one word away from perfect is "outside". The n runs say nothing
 about a spread they never showed, so a band is never narrower than the test set can resolve: its half-width
@@ -17,7 +23,7 @@ with one word wrong), a property of the references, measured, the same for every
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -41,6 +47,9 @@ BAND_COLUMNS = {  # column of the band table -> column of bleu_by_length_aggrega
     "run_band_lo": "run_band_lo",
     "run_band_hi": "run_band_hi",
     "resolution": "resolution",
+    "parameters": "parameters",  # the model's: a band of another model size is no band for this one
+    "seeds": "seeds",
+    "commit": "commit",  # the code its runs were trained at
 }
 KEYS = ["base", "bucket_lo", "bucket_hi"]
 NUMERIC = ["bucket_lo", "bucket_hi", "n_runs", "mean", "band_lo", "band_hi", "run_band_lo", "run_band_hi",
@@ -82,7 +91,31 @@ def read_band_table(path: Path) -> pd.DataFrame:
         table[column] = numbers
     if "n_runs" not in table:
         table["n_runs"] = 1  # a table written before n_runs: one run per model
+    repeated = table.duplicated(KEYS, keep=False)
+    if repeated.any():
+        first = table.loc[repeated.idxmax(), KEYS]
+        lines = [str(i + 2) for i in table.index[(table[KEYS] == first).all(axis=1)]]
+        raise DataError(f"{path}: {first['base']}, {int(first['bucket_lo']) + 1}–{int(first['bucket_hi'])} words is "
+                        f"given {len(lines)} times (lines {', '.join(lines)}): a band table holds each model and "
+                        "bucket once")  # fmt: skip
     return table
+
+
+def bucket_widths(table: pd.DataFrame) -> set[int]:
+    return set((table["bucket_hi"] - table["bucket_lo"]).dropna().astype(int))
+
+
+def check_same_buckets(table: pd.DataFrame, table_path: Path, reference: pd.DataFrame, reference_path: Path) -> None:
+    """A DataError naming both files when their buckets have no width in common: no cell can be compared."""
+    ours, theirs = bucket_widths(table), bucket_widths(reference)
+    if ours and theirs and not ours & theirs:
+        raise DataError(f"{table_path}: buckets {_words(ours)} wide, but {reference_path} has buckets {_words(theirs)}"
+                        f" wide: no cell of one is a cell of the other; score the run with evaluate.bucket_width: "
+                        f"{min(theirs)} to compare it")  # fmt: skip
+
+
+def _words(widths: set[int]) -> str:
+    return " or ".join(f"{w} words" for w in sorted(widths))
 
 
 @dataclass(frozen=True)
@@ -91,6 +124,8 @@ class Comparison:
 
     cells: pd.DataFrame  # one row per reference cell: status inside | outside | missing | not comparable
     extra: int  # cells of the run that the reference does not have
+    run_models: tuple[str, ...] = ()  # the run's base models
+    provenance: dict[str, tuple[str, str]] = field(default_factory=dict)  # seeds/commit -> (run's, reference's)
 
     def count(self, status: str) -> int:
         return int((self.cells["status"] == status).sum())
@@ -110,6 +145,10 @@ class Comparison:
 def _band_for(cell: pd.Series) -> tuple[str, float, float, str]:
     """(which band, lo, hi, why not comparable) for a run's cell of `runs` runs against the reference's."""
     runs, ref_runs = cell["n_runs"], cell["n_runs_reference"]
+    ours, theirs = cell.get("parameters", float("nan")), cell.get("parameters_reference", float("nan"))
+    if pd.notna(ours) and pd.notna(theirs) and ours != theirs:
+        return "", float("nan"), float("nan"), (f"the run's model has {int(ours):,} parameters, the reference's "
+                                                f"{int(theirs):,}: another model")  # fmt: skip
     if pd.isna(cell["mean"]):
         return "", float("nan"), float("nan"), "no mean in the run's table"
     if pd.isna(runs) or pd.isna(ref_runs) or ref_runs < 2:
@@ -135,10 +174,11 @@ def compare_to_reference(ours: pd.DataFrame, reference: pd.DataFrame) -> Compari
     resolution), whether ours is inside it and by how much it misses (0 inside), worst misses first; cells
     the run lacks are `missing`, those without a fitting band `not comparable`, with the reason."""
     ref_columns = [*KEYS, "label", "mean", "band_lo", "band_hi", "n_runs"]
-    ref_columns += [c for c in ("run_band_lo", "run_band_hi", "resolution") if c in reference]
-    ours = ours.drop_duplicates(KEYS)
-    cells = reference[ref_columns].rename(columns={"mean": "mean_reference", "n_runs": "n_runs_reference"})
-    cells = cells.merge(ours[[*KEYS, "mean", "n_runs"]], on=KEYS, how="left", indicator=True)
+    ref_columns += [c for c in ("run_band_lo", "run_band_hi", "resolution", "parameters") if c in reference]
+    renamed = {"mean": "mean_reference", "n_runs": "n_runs_reference", "parameters": "parameters_reference"}
+    cells = reference[ref_columns].rename(columns=renamed)
+    our_columns = [*KEYS, "mean", "n_runs", *(["parameters"] if "parameters" in ours else [])]
+    cells = cells.merge(ours[our_columns], on=KEYS, how="left", indicator=True)
     bands = [_band_for(cell) for _, cell in cells.iterrows()]
     cells["band"] = [b[0] for b in bands]
     lo, hi = pd.Series([b[1] for b in bands], dtype=float), pd.Series([b[2] for b in bands], dtype=float)
@@ -157,7 +197,20 @@ def compare_to_reference(ours: pd.DataFrame, reference: pd.DataFrame) -> Compari
     cells.loc[cells["status"].isin(["missing", "not comparable"]), ["miss", "floored"]] = [float("nan"), False]
     extra = len(ours.merge(reference[KEYS], on=KEYS, how="left", indicator=True).query("_merge == 'left_only'"))
     cells = cells.drop(columns="_merge").sort_values("miss", ascending=False, kind="stable", na_position="last")
-    return Comparison(cells.reset_index(drop=True), extra)
+    provenance = {}
+    for column in ("seeds", "commit"):
+        run, ref = _joined(ours, column), _joined(reference, column)
+        if run != ref:
+            provenance[column] = (run, ref)
+    return Comparison(cells.reset_index(drop=True), extra, tuple(dict.fromkeys(ours["base"])), provenance)
+
+
+def _joined(table: pd.DataFrame, column: str) -> str:
+    """A table's distinct values of `column` (each row's may list several, comma-separated), or that it has none."""
+    if column not in table or table[column].isna().all():
+        return "not recorded"
+    values = [v.strip() for text in table[column].dropna().astype(str) for v in text.split(",")]
+    return ", ".join(dict.fromkeys(values))
 
 
 def _cell_name(c: pd.Series) -> str:
@@ -171,8 +224,12 @@ def comparison_report(result: Comparison, min_inside: float, allow_missing: bool
     inside, unchecked = result.count("inside"), result.unchecked()
     over = f"{total - unchecked} cells checked" if allow_missing else f"{total} cells of the reference"
     used = " and ".join(sorted(b for b in cells["band"].unique() if b))
-    lines = [f"{inside} of {over} ({100 * result.fraction_inside(allow_missing):.1f} %) have their mean inside "
-             f"{used or 'no band'} (needed: {100 * min_inside:.0f} %)"]  # fmt: skip
+    needed = f"(needed: {100 * min_inside:.0f} %)"
+    if total - unchecked == 0:  # nothing compared: say why, not "0 of 0" or "inside no band"
+        lines = [f"no cell compared: {_why_none(result)}; the check fails {needed}"]
+    else:
+        lines = [f"{inside} of {over} ({100 * result.fraction_inside(allow_missing):.1f} %) have their mean inside "
+                 f"{used} {needed}"]  # fmt: skip
     if unchecked:
         verdict = "not counted (--allow-missing)" if allow_missing else "counted as not inside: the check fails"
         lines.append(f"{unchecked} of the reference's {total} cells not checked, {verdict}:")
@@ -195,4 +252,22 @@ def comparison_report(result: Comparison, min_inside: float, allow_missing: bool
                      "translation) widened to it")  # fmt: skip
     if result.extra:
         lines.append(f"{result.extra} cell(s) of the run are not in the reference (not counted)")
+    for column, (run, ref) in result.provenance.items():
+        lines.append(f"{column}: the run's {run}; the reference's {ref}")
     return "\n".join(lines)
+
+
+def _why_none(result: Comparison) -> str:
+    """Why no cell of the reference was compared, in a clause."""
+    cells, total = result.cells, len(result.cells)
+    if total == 0:
+        return "the reference has no cell"
+    if result.count("missing") == total:
+        theirs = ", ".join(dict.fromkeys(cells["base"]))
+        ours = ", ".join(result.run_models) or "none"
+        return (
+            f"the run's table has none of the reference's {total} cells (its models: {ours}; the reference's: {theirs})"
+        )
+    reasons = cells.loc[cells["status"] == "not comparable", "why"]
+    more = ", …" if reasons.nunique() > 1 else ""
+    return f"none of the reference's {total} cells is comparable ({reasons.iloc[0]}{more})"

@@ -10,16 +10,22 @@
 
 A model trained once per seed (`seeds: [...]`) has one row: the mean over its runs with their min–max;
 tables/bleu_by_length.csv keeps one row per run.
+
+Every table says what it sets side by side: each model's parameter count, its seeds and the commit its runs
+were trained at (shown where the rows differ, always in the CSV), and `(DIVERGED)` after the label of a model
+one of whose runs diverged, in every table and legend. No number that is not finite reaches a table unmarked.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from attnrepro.config import Config, ModelConfig
+from attnrepro.errors import DataError
 from attnrepro.evaluation import captions as cap
 from attnrepro.evaluation.aggregate import aggregate_runs, bleu_by_length_aggregate
 from attnrepro.evaluation.papers import (
@@ -34,11 +40,10 @@ from attnrepro.evaluation.render import View, spread_text, write_table
 from attnrepro.evaluation.reproduce import band_table
 from attnrepro.evaluation.runs import (
     RunCheckpoint,
-    divergence,
+    TrainingLogs,
     read_bleu,
     read_bleu_by_length,
-    read_checkpoint,
-    read_train_log,
+    read_checkpoints,
 )
 
 FLOPS_NOTE = (
@@ -54,13 +59,35 @@ SEEDS_NOTE = "A model trained once per seed: the mean over its runs, (min–max)
 CI_NOTE = "[lo, hi]: the 95 % bootstrap interval of the test-set score (with seeds, the mean of the runs' bounds)."
 
 
-def table1(cfg: Config, scores: dict[str, dict[str, Any]], papers: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Bahdanau Table 1 for every configured model (paper row beside ours), then the paper's rows no model has."""
+def provenance(cfg: Config, name: str, checkpoints: dict[str, RunCheckpoint] | None) -> dict[str, Any]:
+    """A run's parameter count, seed and commit as table columns (empty without its checkpoint)."""
+    ckpt = (checkpoints or {}).get(name)
+    return {
+        "parameters": ckpt.parameter_count() if ckpt else None,
+        "seeds": str(cfg.model(name).train.seed),
+        "commit": (ckpt.commit or "not recorded") if ckpt else None,
+    }
+
+
+PROVENANCE_JOINED = ["seeds", "commit"]  # a model's runs: their seeds and commits, comma-separated
+
+
+def table1(
+    cfg: Config,
+    scores: dict[str, dict[str, Any]],
+    papers: dict[str, Any] | None = None,
+    checkpoints: dict[str, RunCheckpoint] | None = None,
+) -> pd.DataFrame:
+    """Bahdanau Table 1 for every configured model (paper row beside ours), then the paper's rows no model has;
+    with the runs' checkpoints, each model's parameter count, seeds and commits."""
     papers = paper_numbers() if papers is None else papers
-    runs = pd.DataFrame([_table1_run(cfg, model, scores[name], papers) for name, model in cfg.models.items()])
+    runs = pd.DataFrame(
+        [_table1_run(cfg, model, scores[name], papers) | provenance(cfg, name, checkpoints)
+         for name, model in cfg.models.items()]
+    )  # fmt: skip
     spread = ["all_tokenized", "no_unk_tokenized", "all_sacrebleu", "all_lc_tok"]
-    mean = ["no_unk_sacrebleu", *TABLE1_CI, *TABLE1_LC_TOK_CI]
-    rows = aggregate_runs(runs, ["base"], spread, mean)
+    mean = ["no_unk_sacrebleu", *TABLE1_CI, *TABLE1_LC_TOK_CI, "parameters"]
+    rows = aggregate_runs(runs, ["base"], spread, mean, PROVENANCE_JOINED)
     used = set(rows["paper_row"].dropna())
     source = papers["bahdanau2014_table1"]["source"]
     paper_only = [
@@ -112,7 +139,8 @@ def _table1_run(cfg: Config, model: ModelConfig, s: dict[str, Any], papers: dict
 
 
 TABLE1_COLUMNS = [
-    "model", "label", "arch", "n_runs", "train_max_len", "all_tokenized", "all_tokenized_min", "all_tokenized_max",
+    "model", "label", "arch", "parameters", "n_runs", "seeds", "commit", "train_max_len", "all_tokenized",
+    "all_tokenized_min", "all_tokenized_max",
     "all_paper", "no_unk_tokenized", "no_unk_tokenized_min", "no_unk_tokenized_max", "no_unk_paper",
     "no_unk_sentences", "n_sentences", "all_sacrebleu", "all_sacrebleu_min", "all_sacrebleu_max",
     "all_sacrebleu_ci_lo", "all_sacrebleu_ci_hi", "no_unk_sacrebleu", "all_lc_tok", "all_lc_tok_min",
@@ -125,6 +153,30 @@ def has_seeds(table: pd.DataFrame) -> bool:
     return bool((table["n_runs"] > 1).any())
 
 
+def provenance_view(table: pd.DataFrame) -> View:
+    """The parameter count of every model, and its seeds and commit where the rows differ in them: rows set
+    side by side say what they are."""
+    view: View = {}
+    if "parameters" in table and table["parameters"].notna().any():
+        view["parameters"] = ("parameters", "{:,.0f}")
+    for column, header in (("seeds", "seeds"), ("commit", "trained at commit")):
+        if column in table and table[column].dropna().nunique() > 1:
+            view[column] = (header, "{}")
+    return view
+
+
+def provenance_note(table: pd.DataFrame) -> str:
+    """A sentence saying in what the rows differ (seeds, commit), or that they share them."""
+    parts = []
+    for column, what in (("seeds", "seeds"), ("commit", "commit")):
+        values = table[column].dropna().unique() if column in table else []
+        if len(values) > 1:
+            parts.append(f"the rows differ in {what} (a column says which)")
+        elif len(values) == 1:
+            parts.append(f"every row's {what}: {values[0]}")
+    return f"Runs: {'; '.join(parts)}." if parts else ""
+
+
 def _score(column: str, header: str, seeds: bool, fmt: str = "{:.2f}") -> View:
     """A view column of a score; with seeds its mean (min–max)."""
     if not seeds:
@@ -135,7 +187,8 @@ def _score(column: str, header: str, seeds: bool, fmt: str = "{:.2f}") -> View:
 def table1_view(table: pd.DataFrame) -> View:
     """The Markdown/HTML columns of Table 1 (the CSV keeps every column under its key)."""
     seeds = has_seeds(table)
-    view: View = {"label": ("model", "{}"), "train_max_len": ("trained on ≤ words", "{:.0f}")}
+    view: View = {"label": ("model", "{}")} | provenance_view(table)
+    view |= {"train_max_len": ("trained on ≤ words", "{:.0f}")}
     view |= _score("all_tokenized", "All, ours (tok. BLEU)", seeds) | {"all_paper": ("All, paper", "{:.2f}")}
     view |= _score("no_unk_tokenized", "No UNK, ours (tok. BLEU)", seeds)
     view |= {"no_unk_paper": ("No UNK, paper", "{:.2f}"), "no_unk_sentences": ("No UNK sentences", "{:.0f}")}
@@ -191,10 +244,15 @@ def table2(
                 "train_flops_estimate": training_flops(parameters[name], src_tokens, tgt_tokens) if known else None,
                 "paper_train_flops": paper_value(paper, "flops"),
             }
+            | {k: v for k, v in provenance(cfg, name, checkpoints).items() if k != "parameters"}
         )
     spread = ["bleu_tokenized", "bleu_sacrebleu", "steps", "best_step"]
     table = aggregate_runs(
-        pd.DataFrame(rows), ["base"], spread, ["tokens_seen", "train_flops_estimate"], ["stop_reason"]
+        pd.DataFrame(rows),
+        ["base"],
+        spread,
+        ["tokens_seen", "train_flops_estimate"],
+        ["stop_reason", *PROVENANCE_JOINED],
     )
     return table.reindex(columns=TABLE2_COLUMNS)
 
@@ -202,7 +260,7 @@ def table2(
 TABLE2_COLUMNS = [
     "model", "label", "arch", "n_runs", "bleu_tokenized", "bleu_tokenized_min", "bleu_tokenized_max",
     "bleu_sacrebleu", "bleu_sacrebleu_min", "bleu_sacrebleu_max", "paper_en_de", "paper_en_fr", "parameters",
-    "steps", "steps_min", "steps_max", "best_step", "best_step_min", "best_step_max", "stop_reason",
+    "seeds", "commit", "steps", "steps_min", "steps_max", "best_step", "best_step_min", "best_step_max", "stop_reason",
     "tokens_seen", "train_flops_estimate", "paper_train_flops",
 ]  # fmt: skip
 
@@ -214,7 +272,7 @@ def table2_view(table: pd.DataFrame) -> View:
     view |= _score("bleu_tokenized", "BLEU, ours (tok.)", seeds)
     view |= _score("bleu_sacrebleu", "BLEU, ours (sacreBLEU)", seeds)
     view |= {"paper_en_de": ("EN-DE, paper", "{:.1f}"), "paper_en_fr": ("EN-FR, paper", "{:.1f}")}
-    view |= {"parameters": ("parameters", "{:,.0f}")} | _score("steps", "steps", seeds, "{:,.0f}")
+    view |= provenance_view(table) | _score("steps", "steps", seeds, "{:,.0f}")
     if table["stop_reason"].notna().any():
         view |= _score("best_step", "weights of step", seeds, "{:,.0f}") | {"stop_reason": ("stopped", "{}")}
     view |= {"tokens_seen": ("tokens seen (src+tgt)", "{:,.0f}")}
@@ -243,6 +301,9 @@ def bleu_by_length_wide(table: pd.DataFrame) -> pd.DataFrame:
     wide = wide[models].rename(columns={m: f"{labels[m]} ({m})" if labels[m] in shared else labels[m] for m in models})
     wide.index = [f"{lo + 1}–{hi}" for lo, hi in wide.index]
     wide.index.name = "source words"
+    if "parameters" in table and table["parameters"].notna().all():  # what each column's model is
+        counts = table.drop_duplicates("model").set_index("model")["parameters"]
+        wide.loc["parameters"] = [f"{int(counts[m]):,}" for m in models]
     return wide.reset_index().rename_axis(columns=None)
 
 
@@ -302,58 +363,80 @@ def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
     return note + (f" {CI_NOTE}" if table["bleu_ci_lo"].notna().any() else "")
 
 
-DIVERGED = " (DIVERGED)"  # after the label of a model one of whose runs diverged (Table 1, Fig. 2's legend)
+DIVERGED = " (DIVERGED)"  # after the label of a model one of whose runs diverged (every table, every legend)
 
 
-def diverged_runs(logs: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """Run -> why its training diverged (`runs.divergence`), for the runs that did."""
-    found = {name: divergence(log["valid_loss"]) for name, log in logs.items()}
-    return {name: why for name, why in found.items() if why}
-
-
-def mark_diverged(cfg: Config, table: pd.DataFrame, logs: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str]:
-    """The table with DIVERGED after the label of every model with a diverged run, and a sentence naming them
-    (empty when none): their numbers are not the model's result, and must not be read as one."""
-    diverged = diverged_runs(logs)
+def mark_diverged(cfg: Config, table: pd.DataFrame, diverged: dict[str, str]) -> tuple[pd.DataFrame, str]:
+    """The table with DIVERGED after the label of every model with a diverged run (`diverged`: run -> why), and
+    a sentence naming them (empty when none): their numbers are not the model's result, and must not be read as
+    one. `table`: one row per model (`model` its base name) or per run (with a `base` column): every run of
+    such a model is marked, so that the row of its mean is marked whichever run comes first."""
     if not diverged:
         return table, ""
     bases = {cfg.model(name).base for name in diverged}
     table = table.copy()
-    marked = table["model"].isin(bases)
+    marked = table["base" if "base" in table else "model"].isin(bases) & ~table["label"].str.endswith(DIVERGED)
     table.loc[marked, "label"] = table.loc[marked, "label"] + DIVERGED
     why = "; ".join(f"{name}: {reason}" for name, reason in diverged.items())
     return table, f"WARNING: training diverged ({why}); these rows are marked{DIVERGED}."
 
 
-def write_tables(cfg: Config, results: Path, tables: Path, captions: Path) -> None:
-    """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst."""
-    scores = {name: read_bleu(results / name / "bleu.json") for name in cfg.models}
-    logs = {name: read_train_log(results / name / "train_log.csv") for name in cfg.models}
-    checkpoints = {name: read_checkpoint(results / name / "checkpoint.pt") for name in cfg.models}
+def refuse_unmarked_non_finite(table: pd.DataFrame, where: str) -> None:
+    """A DataError naming the table, row and column of a number that is not finite (inf; NaN is an empty
+    cell) in a row not marked DIVERGED."""
+    for column in table.select_dtypes("number").columns:
+        for index, value in table[column].items():
+            if (
+                pd.notna(value)
+                and not math.isfinite(float(value))
+                and not str(table.at[index, "label"]).endswith(DIVERGED)
+            ):
+                raise DataError(f"{where}: {table.at[index, 'label']}: {column} is {value}, not a finite number, and "
+                                "the run is not marked: its files are damaged; train and score it again")  # fmt: skip
+
+
+def write_tables(cfg: Config, results: Path, tables: Path, captions: Path, training: TrainingLogs) -> None:
+    """tables/{table1,table2,bleu_by_length}.{csv,md,html} and captions/{table1,table2,bleu_by_length_table}.rst
+    from every run's files, each checked against the config (`runs`); `training`: the runs' logs, read by
+    training's reader."""
+    scores = {name: read_bleu(results / name / "bleu.json", cfg.evaluate) for name in cfg.models}
+    checkpoints = read_checkpoints(cfg, results, training)
     parameters = {name: ckpt.parameter_count() for name, ckpt in checkpoints.items()}
     captions.mkdir(parents=True, exist_ok=True)
 
-    t1, note1 = table1(cfg, scores), table_notes(cfg, "table1")
-    t1, warning = mark_diverged(cfg, t1, logs)
+    t1, note1 = table1(cfg, scores, checkpoints=checkpoints), table_notes(cfg, "table1")
+    t1, warning = mark_diverged(cfg, t1, training.diverged)
+    refuse_unmarked_non_finite(t1, str(tables / "table1"))
     note1 = f"{warning} {note1}" if warning else note1
     note1 += f" {SEEDS_NOTE}" if has_seeds(t1) else ""
     note1 += f" {CI_NOTE}" if t1["all_sacrebleu_ci_lo"].notna().any() else ""
+    note1 += f" {provenance_note(t1)}" if provenance_note(t1) else ""
     title1 = f"Table 1 (cf. Bahdanau et al. 2014): BLEU on all test sentences and No UNK, {cfg.dataset}"
     write_table(t1, tables / "table1", title1, note1, table1_view(t1))
     (captions / "table1.rst").write_text(cap.table_caption(note1, cap.table1_findings(t1)), encoding="utf-8")
 
-    t2, note2 = table2(cfg, scores, logs, checkpoints, parameters), table_notes(cfg, "table2")
+    t2, note2 = table2(cfg, scores, training.logs, checkpoints, parameters), table_notes(cfg, "table2")
+    t2, warning = mark_diverged(cfg, t2, training.diverged)
+    refuse_unmarked_non_finite(t2, str(tables / "table2"))
+    note2 = f"{warning} {note2}" if warning else note2
     note2 += f" {SEEDS_NOTE}" if has_seeds(t2) else ""
+    note2 += f" {provenance_note(t2)}" if provenance_note(t2) else ""
     title2 = f"Table 2 (cf. Vaswani et al. 2017): BLEU and training cost, {cfg.dataset}"
     write_table(t2, tables / "table2", title2, note2, table2_view(t2))
     (captions / "table2.rst").write_text(cap.table_caption(note2, cap.table2_findings(t2)), encoding="utf-8")
 
     runs = read_bleu_by_length(cfg, results)
+    runs["parameters"] = runs["model"].map(parameters)
+    runs, warning = mark_diverged(cfg, runs, training.diverged)
+    refuse_unmarked_non_finite(runs, str(tables / "bleu_by_length"))
     by_length = bleu_by_length_aggregate(runs)
     wide = bleu_by_length_wide(by_length)
     note = by_length_note(by_length, next(iter(scores.values())).get("length_unit"))
+    note = f"{warning} {note}" if warning else note
     title = f"BLEU by source sentence length, {cfg.dataset} test set"
     write_table(wide, tables / "bleu_by_length", title, note, {c: (c, "{}") for c in wide.columns}, long_form=runs)
-    band_table(by_length).to_csv(tables / "bleu_by_length_band.csv", index=False)
+    provenance_of = pd.DataFrame([{"base": cfg.model(n).base} | provenance(cfg, n, checkpoints) for n in cfg.models])
+    joined = aggregate_runs(provenance_of, ["base"], joined=PROVENANCE_JOINED)[["base", *PROVENANCE_JOINED]]
+    band_table(by_length.merge(joined, on="base", how="left")).to_csv(tables / "bleu_by_length_band.csv", index=False)
     findings = cap.bleu_by_length_findings(by_length, {m: label for m, label in zip(by_length.model, by_length.label)})
     (captions / "bleu_by_length_table.rst").write_text(cap.table_caption(note, findings), encoding="utf-8")

@@ -45,7 +45,6 @@ from attnrepro.config import ModelConfig
 from attnrepro.data.batching import RANK_GENERATORS, Corpus, collate, token_batches
 from attnrepro.decoding.search import autocast
 from attnrepro.errors import ConfigError, DataError, TrainingError
-from attnrepro.evaluation.runs import divergence, read_train_log
 from attnrepro.models import build_model, count_parameters
 from attnrepro.models.base import Seq2SeqModel
 from attnrepro.models.step_compile import set_step_compile
@@ -58,9 +57,11 @@ from attnrepro.training.checkpoint import (  # noqa: F401  (build_from_checkpoin
     run_fingerprint,
 )
 from attnrepro.training.distributed import Ranks, barrier, gather_to_all, pick_device, process_group, sum_over_ranks
-from attnrepro.training.log import TrainLog
+from attnrepro.training.lock import hold_folder
+from attnrepro.training.log import TrainLog, read_train_log, run_divergence
 from attnrepro.training.objective import Objective
 from attnrepro.training.pairs import describe_filter, filter_pairs, validation_pairs
+from attnrepro.training.provenance import source_commit
 from attnrepro.training.resume import restore, saved_state
 from attnrepro.training.schedule import lr_at, make_optimizer
 from attnrepro.training.signals import Preempted, stop_requests
@@ -98,14 +99,16 @@ def train(
     """Train `mc` to `mc.train.max_steps`, resuming from `out_dir/resume/last.pt`; returns checkpoint.pt,
     which records `tokenizer` (`checkpoint.tokenizer_fingerprint`) for the verbs that load it.
 
+    Rank 0 holds `out_dir`'s lock throughout (`training.lock`): a second training into the folder stops at once.
     Raises `Preempted` after checkpointing on SIGTERM/SIGUSR1/SIGINT, `TrainingError` on bad numbers.
     """
     ranks = ranks or Ranks()  # one process unless torchrun/srun started several
     torch.set_num_threads(threads)
     device = pick_device(mc.train.device, ranks)
-    with process_group(ranks, device), stop_requests() as stop:
-        trainer = Trainer(mc, train_path, valid_path, (src_vocab, tgt_vocab), out_dir, ranks, device, valid_bleu)
-        trainer.tokenizer = tokenizer
+    lock = hold_folder(out_dir, mc.name) if ranks.is_main else contextlib.nullcontext()
+    with lock, process_group(ranks, device), stop_requests() as stop:
+        vocab = (src_vocab, tgt_vocab)
+        trainer = Trainer(mc, train_path, valid_path, vocab, out_dir, ranks, device, valid_bleu, tokenizer)
         return trainer.run(stop, progress)
 
 
@@ -122,13 +125,14 @@ class Trainer:
         ranks: Ranks,
         device: torch.device,
         valid_bleu: Callable[[Seq2SeqModel], float] | None,
+        tokenizer: dict[str, str] | None = None,
     ):
         self.mc, self.tc, self.vocab, self.out_dir = mc, mc.train, vocab, out_dir
         self.ranks, self.device, self.valid_bleu = ranks, device, valid_bleu
         self.resume_path = out_dir / "resume" / "last.pt"
         self.best_path = out_dir / "resume" / "best.pt"  # the best validation's weights (train.patience > 0)
         self.cap_loss: float | None = None  # the validation at max_steps when it is off the valid_every cadence
-        self.tokenizer: dict[str, str] | None = None  # what checkpoint.pt records it was trained with
+        self.tokenizer = tokenizer  # what checkpoint.pt records it was trained with
         if ranks.is_main:
             self.resume_path.parent.mkdir(parents=True, exist_ok=True)
         self.cadence = Cadence.of(self.tc)
@@ -142,8 +146,9 @@ class Trainer:
         self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(decay)) if decay > 0 else None
         self.evaluated = self.model if self.ema is None else self.ema.module  # validated, kept and translated
 
-        self.corpus = Corpus.load(train_path)
-        self.valid = Corpus.load(valid_path)
+        vocab_from = f"the tokenizer in {tokenizer['folder']}" if tokenizer else "the tokenizer given"
+        self.corpus = Corpus.load(train_path, vocab, vocab_from)
+        self.valid = Corpus.load(valid_path, vocab, vocab_from)
         self.valid_pairs, valid_notes = validation_pairs(self.valid, valid_path, self.tc)
         for note in valid_notes if ranks.is_main else ():
             print(f"{mc.name}: {note}", flush=True)
@@ -327,7 +332,7 @@ class Trainer:
                   f" the weights of step {ckpt['step']} (valid_loss {ckpt['valid_loss']})", flush=True)  # fmt: skip
             atomic_save(ckpt, final)
             shutil.copyfile(self.resume_path.parent / "train_log.csv", self.out_dir / "train_log.csv")
-            diverged = divergence(read_train_log(self.out_dir / "train_log.csv")["valid_loss"])
+            diverged = run_divergence(read_train_log(self.out_dir / "train_log.csv"))
             if diverged:  # the log's last line; tables and figures mark the run too
                 print(f"{self.mc.name}: WARNING: training diverged: {diverged}; its scores are not a result of "
                       "this model (lower train.lr)", flush=True)  # fmt: skip
@@ -343,7 +348,8 @@ class Trainer:
         cap_loss = self.final_cap_loss()
         if cap_loss is not None:
             loss = cap_loss
-        if self.tc.patience > 0 and (cap_loss is None or cap_loss >= early.best_loss):
+        # best_step 0: no validation was a number (a diverged run): there are no best weights, the last are kept
+        if self.tc.patience > 0 and early.best_step > 0 and (cap_loss is None or not cap_loss < early.best_loss):
             best = load_checkpoint(self.best_path, ("model", "step"))
             if best["step"] != early.best_step:
                 raise DataError(f"{self.best_path} holds step {best['step']}, but the run's best validation was at"
@@ -352,7 +358,7 @@ class Trainer:
         return {"model": weights, "arch": mc.arch, "params": dict(mc.params), "src_vocab": self.vocab[0],
                 "tgt_vocab": self.vocab[1], "step": step, "valid_loss": loss, "stopped_at": self.state.step,
                 "stop_reason": "plateau" if early.stopped else "max_steps", "train": asdict(mc.train),
-                "tokenizer": self.tokenizer}  # fmt: skip
+                "tokenizer": self.tokenizer, "fingerprint": self.fingerprint, "commit": source_commit()}  # fmt: skip
 
     def final_cap_loss(self) -> float | None:
         """The validation loss of the last weights when the run ended at max_steps off the cadence (measured
