@@ -7,16 +7,14 @@ and whether every gradient is finite. Part of benchmarks/gpu_check.sh.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from attnrepro.decoding.search import autocast  # noqa: E402
-from attnrepro.training.validation import loss_fn  # noqa: E402
+from attnrepro.decoding.search import autocast
+from attnrepro.models import REGISTRY, tiny_model
+from attnrepro.training.validation import loss_fn
 
-from conftest import SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model  # noqa: E402
+SRC_VOCAB, TGT_VOCAB = 23, 19
 
 
 def main() -> None:
@@ -26,8 +24,8 @@ def main() -> None:
     torch.manual_seed(0)
     src = torch.randint(4, SRC_VOCAB, (8, 12), device=device)
     tgt = torch.randint(4, TGT_VOCAB, (8, 10), device=device)
-    for arch in sorted(TINY_PARAMS):
-        model = tiny_model(arch).to(device).train()  # cuDNN RNNs backpropagate in train mode only
+    for arch in sorted(REGISTRY):
+        model = tiny_model(arch, SRC_VOCAB, TGT_VOCAB).to(device).train()  # cuDNN RNNs backpropagate in train mode only
         with autocast(device, "bf16"):
             loss = loss_fn(model(src, src != 0, tgt), tgt, 0.1)
         loss.backward()

@@ -3,7 +3,7 @@
     python benchmarks/gpu_search.py                       # CUDA: checks, then paper-size throughput
     python benchmarks/gpu_search.py --device cpu --tiny   # a minutes-long check of the script itself
 
-1. Every architecture at conftest's tiny sizes translates 64 random sources at beam 4 (α 0 and
+1. Every architecture at the registry's tiny sizes translates 64 random sources at beam 4 (α 0 and
    0.6) on the CPU and on `--device` (fp32, then bf16 autocast): it prints how many hypotheses
    are identical (fp32 should give 64/64; bf16 may differ where log-probabilities are close).
 2. `ValidBleu` on `--device` scores 100 against the CPU's translations (the same search).
@@ -18,9 +18,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,13 +27,11 @@ from attnrepro.config import SearchConfig
 from attnrepro.data.batching import Corpus
 from attnrepro.data.tokenize import WordVocab
 from attnrepro.decoding.search import search_device, translate_ids
-from attnrepro.models import build_model
+from attnrepro.models import REGISTRY, build_model, tiny_model
 from attnrepro.training.validation import ValidBleu
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model  # noqa: E402
-
 CPU = torch.device("cpu")
+SRC_VOCAB, TGT_VOCAB = 23, 19  # tiny vocabularies for the tiny models
 RNNSEARCH = {"emb": 620, "hidden": 1000, "align": 1000, "maxout": 500}
 BASE = {"d_model": 512, "d_ff": 2048, "heads": 8, "layers": 6, "dropout": 0.1, "share_embeddings": True}
 
@@ -47,12 +43,12 @@ def sources(n: int, lo: int, hi: int, vocab: int, seed: int = 0) -> list[np.ndar
 
 def same_as_cpu(device: torch.device) -> None:
     src = sources(64, 1, 14, SRC_VOCAB)
-    for arch in sorted(TINY_PARAMS):
+    for arch in sorted(REGISTRY):
         for alpha in (0.0, 0.6):
             sc = SearchConfig(beam=4, length_penalty=alpha, max_len_a=1.5, max_len_b=3, batch_size=16)
-            cpu = translate_ids(tiny_model(arch, seed=1), src, sc, CPU)
-            there = translate_ids(tiny_model(arch, seed=1), src, sc, device)
-            bf16 = translate_ids(tiny_model(arch, seed=1), src, sc, device, precision="bf16")
+            cpu = translate_ids(tiny_model(arch, SRC_VOCAB, TGT_VOCAB, seed=1), src, sc, CPU)
+            there = translate_ids(tiny_model(arch, SRC_VOCAB, TGT_VOCAB, seed=1), src, sc, device)
+            bf16 = translate_ids(tiny_model(arch, SRC_VOCAB, TGT_VOCAB, seed=1), src, sc, device, precision="bf16")
             same = sum(a.tokens == b.tokens for a, b in zip(cpu, there))
             diff = max((abs(a.score - b.score) for a, b in zip(cpu, there) if a.tokens == b.tokens), default=0.0)
             same16 = sum(a.tokens == b.tokens for a, b in zip(cpu, bf16))
@@ -65,8 +61,9 @@ def valid_bleu(device: torch.device) -> None:
     offsets = [np.concatenate(([0], np.cumsum([len(s) for s in side]))) for side in (src, tgt)]
     sc = SearchConfig(beam=3, batch_size=8)
     bleu = ValidBleu(Corpus(np.concatenate(src), offsets[0], np.concatenate(tgt), offsets[1]), vocab, sc)
-    bleu.references = [vocab.decode(h.tokens) for h in translate_ids(tiny_model("rnnsearch", 3), src, sc, CPU)]
-    print(f"ValidBleu on {device} against the CPU's translations: {bleu(tiny_model('rnnsearch', 3).to(device)):.2f}")
+    model = tiny_model("rnnsearch", SRC_VOCAB, TGT_VOCAB, seed=3)
+    bleu.references = [vocab.decode(h.tokens) for h in translate_ids(model, src, sc, CPU)]
+    print(f"ValidBleu on {device} against the CPU's translations: {bleu(model.to(device)):.2f}")
 
 
 def throughput(arch: str, params: dict, vocab: int, sc: SearchConfig, n: int, device, precision: str) -> None:
@@ -103,7 +100,7 @@ def main() -> None:
     print("torch", torch.__version__, torch.cuda.get_device_name(0) if device.type == "cuda" else "(CPU)", flush=True)
     same_as_cpu(device)
     valid_bleu(device)
-    rnn, base = (TINY_PARAMS["rnnsearch"], TINY_PARAMS["transformer"]) if args.tiny else (RNNSEARCH, BASE)
+    rnn, base = (REGISTRY["rnnsearch"].tiny, REGISTRY["transformer"].tiny) if args.tiny else (RNNSEARCH, BASE)
     vocabs = (TGT_VOCAB, TGT_VOCAB) if args.tiny else (30004, 37000)
     for (arch, params, beam, alpha), vocab in zip((("rnnsearch", rnn, 12, 0.0), ("transformer", base, 4, 0.6)), vocabs):
         limits = {"beam": beam, "length_penalty": alpha, "max_len_a": 1.0, "max_len_b": 10}

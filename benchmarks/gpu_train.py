@@ -50,7 +50,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attnrepro.config import Config, ModelConfig, load_config
 from attnrepro.data.tokenize import PAD
-from attnrepro.models import build_model, count_parameters
+from attnrepro.models import REGISTRY, STEP_LOOP_ARCHS, build_model, count_parameters
 from attnrepro.models import transformer as transformer_module
 from attnrepro.models.step_compile import set_step_compile
 from attnrepro.training.estimate import vocab_sizes
@@ -66,8 +66,7 @@ PEAK_TFLOPS = {  # dense, per GPU: (bf16 tensor cores, fp32 without TF32); the f
     "A100": (312.0, 19.5),
     "L40S": (362.05, 91.6),
 }
-COST_FREE_PARAMS = {"dropout", "length_ratio", "width", "init", "init_range", "reverse_source"}  # not sizes
-STEP_ARCHS = {"rnnenc", "rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet"}
+STEP_ARCHS = STEP_LOOP_ARCHS
 OPTIONS = {"fused", "graphed", "compiled", "chunked", "explicit"}  # and bN: batches of N tokens
 
 
@@ -77,16 +76,6 @@ def batch_option(options: set[str]) -> int | None:
 
 
 CHUNK_TOKENS = 4096
-TINY = {  # --tiny: each architecture at a few units, to check the script in seconds
-    "rnnenc": {"emb": 8, "hidden": 16, "maxout": 8},
-    "rnnsearch": {"emb": 8, "hidden": 16, "align": 8, "maxout": 8},
-    "diagonal": {"emb": 8, "hidden": 16, "maxout": 8},
-    "graves_window": {"emb": 8, "hidden": 16, "maxout": 8, "components": 3},
-    "graves_ntm": {"emb": 8, "hidden": 16, "maxout": 8},
-    "memnet": {"dim": 8, "hidden": 16, "hops": 2},
-    "seq2seq": {"emb": 8, "hidden": 16, "layers": 2},
-    "transformer": {"d_model": 16, "d_ff": 32, "heads": 2, "layers": 1},
-}
 
 
 YARDSTICKS = (("wmt14_en_fr", "rnnsearch50"), ("wmt14_en_de", "transformer_base"))  # the issue's two goals
@@ -114,6 +103,11 @@ def applies(arch: str, options: set[str]) -> bool:
     return not ("compiled" in options and arch in STEP_ARCHS)  # the unrolled loop: minutes of compiling a shape
 
 
+def cost_free(arch: str) -> set[str]:
+    """The arch's parameters that are rates, ratios or schemes (a float or a string in the registry), not sizes."""
+    return {key for key, p in REGISTRY[arch].params.items() if isinstance(p.default, (float, str))}
+
+
 def models_to_measure(configs: list[Path], names: list[str] | None, tiny: bool) -> list[tuple[str, Config, str]]:
     """(config stem, config, model) for every model, once per distinct architecture, sizes, vocabularies, batch."""
     seen, found = {}, []
@@ -122,7 +116,7 @@ def models_to_measure(configs: list[Path], names: list[str] | None, tiny: bool) 
         for name, mc in cfg.models.items():
             if names and name not in names:
                 continue
-            sizes = {k: v for k, v in mc.params.items() if k not in COST_FREE_PARAMS} | {
+            sizes = {k: v for k, v in mc.params.items() if k not in cost_free(mc.arch)} | {
                 "dropout": mc.params.get("dropout", 0) > 0  # its rate costs nothing
             }
             key = json.dumps([mc.arch, sizes, vocab_sizes(cfg, name), mc.train.batch_tokens, mc.train.update_tokens,
@@ -168,7 +162,7 @@ class Setup:
         tc = mc.train if batch_option(options) is None else replace(mc.train, batch_tokens=batch_option(options))
         self.mc, self.tc, self.device = mc, tc, torch.device(args.device)
         src_vocab, tgt_vocab = (200, 200) if args.tiny else vocab_sizes(cfg, name)
-        params = dict(mc.params) | (TINY[mc.arch] if args.tiny else {})
+        params = dict(mc.params) | (REGISTRY[mc.arch].tiny if args.tiny else {})
         torch.manual_seed(0)
         with torch.device(self.device):
             self.model = build_model(mc.arch, src_vocab, tgt_vocab, params).train()

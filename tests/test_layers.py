@@ -13,7 +13,6 @@ LAYERS = {  # lowest first (docs/design.md)
     "errors": 0,
     "archs": 0,
     "config": 0,
-    "constraints": 0,
     "data": 1,
     "models": 2,
     "decoding": 3,
@@ -64,8 +63,32 @@ def test_imports_only_go_down(path):
     assert not upward, f"{path.relative_to(REPO)} (layer {own}) imports from a higher layer: {upward}"
 
 
+BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
+TEST_MODULES = {"conftest", *(p.stem for p in (REPO / "tests").rglob("*.py"))}  # what sys.path + tests/ would import
+
+
+def imports_from_tests(path) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file of a module that lives in tests/ (conftest, test_*, helpers)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [(node.lineno, name) for name in names if name.split(".")[0] in TEST_MODULES | {"tests"}]
+    return found
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
+def test_benchmarks_import_nothing_from_the_tests(path):
+    """The benchmarks sit beside the package, not on top of its tests: tiny sizes and the lists of archs come
+    from the registry (attnrepro.archs), never from conftest."""
+    assert BENCHMARKS and not imports_from_tests(path), f"{path.relative_to(REPO)} imports {imports_from_tests(path)}"
+
+
 def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from attnrepro.training.loop import train\n", encoding="utf-8")
     assert imported_modules(bad) == [(2, "attnrepro.training.loop")]
     assert layer_of("attnrepro.training.loop") > layer_of("attnrepro.data.tokenize")
+    bad.write_text("import sys\nsys.path.insert(0, 'tests')\nfrom conftest import TINY_PARAMS\nimport test_models\n")
+    assert imports_from_tests(bad) == [(3, "conftest"), (4, "test_models")]

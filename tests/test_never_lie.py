@@ -17,7 +17,7 @@ import pytest
 import yaml
 from test_user_errors import RESULTS, TEST_YAML, attnrepro, snapshot
 
-from attnrepro.constraints import RESERVED_NAMES, RESULT_FOLDERS, RULE_NAMES
+from attnrepro.config.constraints import RESERVED_NAMES, RESULT_FOLDERS, RULE_NAMES
 
 from conftest import REPO, snakemake
 

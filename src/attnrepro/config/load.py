@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from attnrepro import constraints
+from attnrepro.config import constraints
 from attnrepro.config.types import (
     CleanConfig,
     Config,
