@@ -25,11 +25,9 @@ def _raw() -> dict:
 
 def test_shipped_configs_load_with_defaults_filled():
     cfg = load_config(REPO / "config/config.yaml")
-    assert {m.base for m in cfg.models.values()} == {
-        "rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50",
-        "seq2seq", "transducer", "diagonal", "graves_window", "graves_ntm", "memnet", "transformer",
-    }  # fmt: skip
+    assert {m.base for m in cfg.models.values()} == set(_raw()["models"])
     assert {m.arch for m in cfg.models.values()} == set(REGISTRY)  # every family of the history is trained
+    assert {"rnnencdec30", "rnnencdec50", "rnnsearch30", "rnnsearch50"} <= set(_raw()["models"])  # Bahdanau's Fig. 2
     assert cfg.models["transformer_seed1"].train.schedule == "inverse_sqrt"
     assert cfg.models["rnnsearch30_seed2"].train.max_src_len == 30
     assert cfg.models["rnnsearch50_seed3"].train.rho == 0.95  # schema default: Bahdanau's Adadelta rho
@@ -317,6 +315,31 @@ def test_the_default_trains_every_model_with_three_seeds_and_the_overlay_with_th
     for name, run in cfg.models.items():
         assert run.train.seed == int(name[-1]) and run.base == name.rsplit("_seed", 1)[0]
         assert replace(run.train, seed=1) == base.model(f"{run.base}_seed1").train
+
+
+@pytest.mark.parametrize("arch", sorted(REGISTRY))
+def test_every_arch_refuses_a_misspelt_param_in_one_line_naming_it_and_fills_the_registrys_defaults(arch):
+    raw = _raw()
+    raw["models"] = {"probe": {"arch": arch, "params": {"hiden": 3}}}
+    with pytest.raises(ConfigError) as refused:
+        from_dict(raw)
+    assert str(refused.value) == "models.probe.params: Additional properties are not allowed ('hiden' was unexpected)"
+    given = {"share_embeddings": False} if arch == "transformer" else {}  # the embedded default's vocabularies differ
+    raw["models"] = {"probe": {"arch": arch, "params": dict(given)}}
+    assert from_dict(raw).model("probe").params == REGISTRY[arch].defaults | given
+
+
+def test_a_param_of_the_wrong_type_or_out_of_bounds_is_refused_naming_it():
+    raw = _raw()
+    for params, message in (
+        ({"hidden": "big"}, "models.probe.params.hidden: 'big' is not of type 'integer'"),
+        ({"dropout": 1.5}, "models.probe.params.dropout: 1.5 is greater than the maximum of 1"),
+        ({"init": "xavier"}, "models.probe.params.init: 'xavier' is not one of ['paper', 'pytorch']"),
+    ):
+        raw["models"] = {"probe": {"arch": "transducer", "params": params}}
+        with pytest.raises(ConfigError) as refused:
+            from_dict(raw)
+        assert str(refused.value) == message
 
 
 def test_the_arch_is_checked_against_the_registry_the_one_list_of_archs():

@@ -16,8 +16,9 @@ import yaml
 
 import attnrepro.models
 from attnrepro.config import from_dict, load_config
+from attnrepro.errors import ConfigError
 from attnrepro.models import REGISTRY, build_model, count_parameters, parameter_count
-from attnrepro.training.estimate import RUNTIME_MARGIN, RUNTIME_OVERHEAD_MIN, estimate, vocab_sizes
+from attnrepro.training.estimate import RUNTIME_MARGIN, RUNTIME_OVERHEAD_MIN, estimate, grid_bill, vocab_sizes
 
 from conftest import REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS
 
@@ -271,14 +272,25 @@ def test_each_train_job_asks_for_its_model_resources_and_the_estimated_runtime(t
     assert (own["gpu"], own["mem_mb"], own["runtime"]) == ("2", "1500", "30")
 
 
-def test_the_bill_in_docs_cluster_md_is_what_estimate_prints_for_both_configs():
-    """docs/cluster.md's table is regenerated from the configs (and their measurements), not edited by hand."""
+def test_the_bill_of_both_wmt_grids_is_each_models_estimate_and_their_sums():
+    """docs/cluster.md's bill (written by `attnrepro regenerate bill`, checked by test_regenerate): one row per
+    model with each grid's value where they differ, and totals that are the sums of the rows."""
     fr, de = load_config(REPO / "config/wmt14_en_fr.yaml"), load_config(REPO / "config/wmt14_en_de.yaml")
-    text = (REPO / "docs/cluster.md").read_text()
-    for name in fr.models:
-        row = re.search(rf"^\| `{name}` \|(.*)\|$", text, re.M).group(1).split(" | ")
+    lines = grid_bill(fr, de).splitlines()
+    rows = {line.split(" | ")[0].strip("| `"): line.strip("|").split(" | ") for line in lines[2 : 2 + len(fr.models)]}
+    assert list(rows) == list(fr.models)
+    for name, row in rows.items():
         a, b = estimate(fr, name), estimate(de, name)
         priced = a.priced_from if a.priced_from == b.priced_from else f"{a.priced_from} / {b.priced_from}"
         assert row[-5:-2] == [priced, f"{a.gpu_hours:,.1f}", f"{b.gpu_hours:,.1f}"], name
-    hours = sum(estimate(c, n).gpu_hours for c in (fr, de) for n in c.models)
-    assert f"Both grids together: **{hours:,.0f} GPU-hours**" in text
+    assert rows["seq2seq"][2] == "703,125 / 264,880" and rows["rnnsearch50"][2] == "300,000"  # a / b where they differ
+    hours = [sum(estimate(cfg, n).gpu_hours for n in cfg.models) for cfg in (fr, de)]
+    assert lines[2 + len(fr.models)] == (
+        f"| **total** | | | | {sum(estimate(fr, n).train_flops for n in fr.models):.2g} | "
+        f"| **{hours[0]:,.1f}** | **{hours[1]:,.1f}** | | |"
+    )
+    measured = sum(estimate(cfg, n).priced_from.startswith("measured") for cfg in (fr, de) for n in cfg.models)
+    trainings = len(fr.models) + len(de.models)
+    assert lines[-1].startswith(f"Both grids together: **{sum(hours):,.0f} GPU-hours**; {measured} of the {trainings} ")
+    with pytest.raises(ConfigError, match="must train the same models for one bill"):
+        grid_bill(fr, load_config(REPO / "config/test.yaml"))

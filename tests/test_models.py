@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import torch
 
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, PAD
-from attnrepro.models import REGISTRY, build_model, count_parameters, has_attention
+from attnrepro.errors import ConfigError
+from attnrepro.models import REGISTRY, STEP_LOOP_ARCHS, build_model, count_parameters, has_attention, model_class
 from attnrepro.models.base import dot_rows
 
 from conftest import ATTENTION_ARCHS, REPO, SRC_VOCAB, TGT_VOCAB, TINY_PARAMS, tiny_model
@@ -26,6 +28,46 @@ def test_registry_builds_every_arch():
     assert set(REGISTRY) == set(TINY_PARAMS)
     with pytest.raises(ValueError, match="unknown arch 'nope'"):
         build_model("nope", 5, 5, {})
+    with pytest.raises(ConfigError, match=r"^params.hiden: not a parameter of arch transducer \(emb, hidden, "):
+        build_model("transducer", 5, 5, {"hiden": 3})
+
+
+@pytest.mark.parametrize("arch", sorted(REGISTRY))
+def test_the_registry_declares_exactly_the_constructors_parameters(arch):
+    """The registry is the one place a parameter and its default are written: the constructor takes each of them,
+    none with a default of its own (one with a default, as RNNsearch's `attention`, is a subclass's hook, not a
+    config key); tiny sizes name declared parameters."""
+    spec = REGISTRY[arch]
+    signature = inspect.signature(model_class(arch)).parameters
+    required = [name for name, p in signature.items() if p.default is inspect.Parameter.empty]
+    assert required == ["src_vocab", "tgt_vocab", *spec.params], arch  # and in the registry's order
+    assert set(spec.tiny) <= set(spec.params) and spec.tiny, arch
+    for key, param in spec.params.items():  # each default inside its own bounds (the schema would refuse it)
+        if param.choices:
+            assert param.default in param.choices, (arch, key)
+        assert param.minimum is None or param.default >= param.minimum, (arch, key)
+        assert param.exclusive_minimum is None or param.default > param.exclusive_minimum, (arch, key)
+        assert param.maximum is None or param.default <= param.maximum, (arch, key)
+
+
+@pytest.mark.parametrize("arch", sorted(REGISTRY))
+def test_the_registry_says_which_models_train_through_a_python_step_loop(arch, monkeypatch):
+    """`step_loop` (what train.step_compile compiles, and the archs test_step_compile checks) is true exactly for
+    the models whose teacher-forced forward fetches its step through step_function."""
+    fetched = []
+
+    def recording(original):
+        return lambda model, method: fetched.append(method) or original(model, method)
+
+    model_class(arch)  # its module imported
+    for name, module in list(sys.modules.items()):
+        if name.startswith("attnrepro.models.") and name != "attnrepro.models.step_compile":
+            if hasattr(module, "step_function"):
+                monkeypatch.setattr(module, "step_function", recording(module.step_function))
+    model = tiny_model(arch).train()
+    src = torch.randint(4, SRC_VOCAB, (2, 5))
+    model(src, torch.ones_like(src, dtype=torch.bool), torch.randint(4, TGT_VOCAB, (2, 4)))
+    assert bool(fetched) == REGISTRY[arch].step_loop == (arch in STEP_LOOP_ARCHS), arch
 
 
 def test_registry_knows_which_archs_return_attention():

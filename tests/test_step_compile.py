@@ -8,13 +8,14 @@ import torch
 from test_objective import _assert_same, _batch, _loss_and_grads
 
 from attnrepro.errors import ConfigError
+from attnrepro.models import STEP_LOOP_ARCHS
 from attnrepro.models.step_compile import effective_mode, set_step_compile, step_compile_of, step_function
 from attnrepro.training.objective import Objective
 
 from conftest import TINY_PARAMS, tiny_model
 
 CPU = torch.device("cpu")
-STEP_ARCHS = ("rnnenc", "rnnsearch", "diagonal", "graves_window", "graves_ntm", "memnet")  # a Python step loop
+STEP_ARCHS = sorted(STEP_LOOP_ARCHS)  # a Python step loop (the registry's step_loop; test_models checks it)
 
 
 # In float64 the compiled step must compute the eager step's function, not merely come close: float32 rounding

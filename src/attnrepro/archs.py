@@ -63,12 +63,9 @@ INIT = Param(
     "initialisation, which Adam trains far faster in a few minutes",
     choices=("paper", "pytorch"),
 )
-BAHDANAU = {  # Bahdanau et al. 2014, App. A.2: 620-dimensional embeddings, 1000 hidden units, 500 maxout units
-    "emb": size(620),
-    "hidden": size(1000),
-    "maxout": Param(500, "maxout units l; 0 = no deep output", minimum=0),
-    "dropout": DROPOUT,
-}
+# Bahdanau et al. 2014, App. A.2: 620-dimensional embeddings, 1000 hidden units, 500 maxout units
+EMB, HIDDEN, MAXOUT = size(620), size(1000), Param(500, "maxout units l; 0 = no deep output", minimum=0)
+BAHDANAU = {"emb": EMB, "hidden": HIDDEN, "maxout": MAXOUT, "dropout": DROPOUT}
 TINY_RNN = {"emb": 8, "hidden": 12, "maxout": 6}
 
 REGISTRY: dict[str, Arch] = {
@@ -96,7 +93,10 @@ REGISTRY: dict[str, Arch] = {
         "rnnsearch", "RNNSearch", "RNNsearch", "Bahdanau, Cho, Bengio 2014",
         "BiGRU + additive attention, eq. (6), maxout output",
         attention=True, step_loop=True,
-        params={**BAHDANAU, "align": size(1000, "n', the alignment model's hidden size"), "init": INIT},
+        params={
+            "emb": EMB, "hidden": HIDDEN, "align": size(1000, "n', the alignment model's hidden size"),
+            "maxout": MAXOUT, "dropout": DROPOUT, "init": INIT,
+        },
         tiny={**TINY_RNN, "align": 10},
     ),
     "transducer": Arch(
@@ -120,7 +120,9 @@ REGISTRY: dict[str, Arch] = {
     "graves_window": Arch(
         "graves", "GravesWindow", "Graves window", "Graves 2013, §5.1",
         "mixture of K Gaussians, centres κ only move forward",
-        attention=True, step_loop=True, params={**BAHDANAU, "components": size(10)}, tiny={**TINY_RNN, "components": 3},
+        attention=True, step_loop=True,
+        params={"emb": EMB, "hidden": HIDDEN, "maxout": MAXOUT, "components": size(10), "dropout": DROPOUT},
+        tiny={**TINY_RNN, "components": 3},
     ),
     "graves_ntm": Arch(
         "graves", "GravesNTM", "NTM head", "Graves, Wayne, Danihelka 2014, §3.3",

@@ -34,6 +34,7 @@ from attnrepro.verbs.evaluation import (
     cmd_tables,
 )
 from attnrepro.verbs.model import cmd_average, cmd_train, cmd_translate
+from attnrepro.verbs.regenerate import TARGETS, cmd_regenerate
 
 INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT  # what a shell reports for a command that Ctrl-C stopped
 BROKEN_PIPE_EXIT_CODE = 128 + signal.SIGPIPE  # ... and for one whose reader closed the pipe (`yes | head -1`)
@@ -207,6 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-inside", type=float, default=0.9, help="fraction of cells whose mean must be inside (0.9)")
     missing = "count only the reference's cells the run has (default: a cell missing, or without a band, fails)"
     p.add_argument("--allow-missing", action="store_true", help=missing)
+
+    derived = "rewrite the derived parts of committed files from their one source (registry, configs, figure table)"
+    p = sub.add_parser("regenerate", help=derived)
+    p.set_defaults(func=cmd_regenerate, inputs=())
+    p.add_argument("targets", nargs="*", metavar="TARGET", help=f"{', '.join(TARGETS)} (default: all)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a target differs from its source")
+    p.add_argument("--root", default=".", help="the repository's root (default: here)")
 
     p = verb("params", cmd_params, "print a model's parameter count (last line: the integer)")
     p.add_argument("--model", required=True)

@@ -8,7 +8,7 @@ attention are drawn dashed. Figures are built by functions returning a matplotli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from attnrepro.archs import REGISTRY  # noqa: E402
+from attnrepro.config import ModelConfig  # noqa: E402
 from attnrepro.errors import DataError  # noqa: E402
 
 LEGEND_COLUMN_CHARS = 60  # longer legend entries go in one column: two would be wider than the figure
@@ -30,11 +32,14 @@ def model_colors(models: Sequence[str]) -> dict[str, str]:
     return {m: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, m in enumerate(models)}
 
 
-def save(fig: Figure, out_stem: Path, suffixes: Sequence[str] = (".png", ".pdf")) -> list[Path]:
+def save(
+    fig: Figure, out_stem: Path, suffixes: Sequence[str] = (".png", ".pdf"), metadata: dict[str, str] | None = None
+) -> list[Path]:
+    """out_stem + each suffix; `metadata`: text the files keep (PNG text chunks)."""
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_name(out_stem.name + s) for s in suffixes]
     for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")  # keeps legends placed outside the axes
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)  # keeps legends placed outside the axes
     plt.close(fig)
     return paths
 
@@ -89,6 +94,76 @@ def bleu_by_length_figure(
     key = _uncertainty_key(table, intervals, spread)
     fig.legend(loc="outside lower center", ncol=ncol, fontsize=9, title=key, title_fontsize=9)
     return fig
+
+
+PAPER_COMPARISON = ("rnnenc", "rnnsearch")  # the archs of Bahdanau et al. 2014's Fig. 2: RNNencdec, RNNsearch
+LABEL_GAP = 6.0  # BLEU between two labels at the curves' ends (about a 9-point line at the figure's height)
+
+
+def history_figure(table: pd.DataFrame, models: Mapping[str, ModelConfig]) -> Figure:
+    """The README's figure: BLEU by source length in two panels a reader takes in at once. Left, the paper's
+    own comparison (every model of an arch in PAPER_COMPARISON, its -30 dashed); right, one model per arch (the
+    one trained on the longest sentences), without attention dashed. Each curve is named at its end, no
+    legend; the left panel shades each model's reproduction band.
+
+    table: a band table (`reproduce.band_table`: base, bucket_lo, bucket_hi, mean, band_lo, band_hi); models:
+    configured model (the table's base) -> its config."""
+    known = [base for base in dict.fromkeys(table["base"]) if base in models]
+    if not known:
+        raise DataError("the band table has no model of the config: nothing to draw")
+    paper = [b for b in known if models[b].arch in PAPER_COMPARISON]
+    longest: dict[str, str] = {}
+    for base in known:
+        arch = models[base].arch
+        if arch not in longest or models[base].train.max_src_len > models[longest[arch]].train.max_src_len:
+            longest[arch] = base
+    colors = {arch: f"C{i % 10}" for i, arch in enumerate(REGISTRY)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.4), sharey=True, layout="constrained")
+    for base in paper:
+        style = "--" if models[base].train.max_src_len < max(models[b].train.max_src_len for b in paper) else "-"
+        _history_curve(left, table[table["base"] == base], models[base].label, colors[models[base].arch], style, True)
+    for arch, base in longest.items():
+        style = "-" if REGISTRY[arch].attention else "--"
+        _history_curve(right, table[table["base"] == base], REGISTRY[arch].name, colors[arch], style, False)
+    lengths = sorted({models[b].train.max_src_len for b in known})
+    left.set_title("Bahdanau et al. 2014, Fig. 2: a fixed vector against attention", fontsize=10)
+    right.set_title(f"one model per family, trained on ≤ {lengths[-1]} words (dashed: no attention)", fontsize=10)
+    left.set_ylabel("BLEU (sacreBLEU, per 10-word bucket)", fontsize=10)
+    for ax, shown in ((left, paper), (right, list(longest.values()))):
+        for length in sorted({models[b].train.max_src_len for b in shown}):
+            ax.axvline(length, color="0.6", lw=0.8, ls=":")
+            ax.annotate(f"trained ≤ {length}", (length, 1.0), xycoords=("data", "axes fraction"), xytext=(-2, -2),
+                        textcoords="offset points", ha="right", va="top", fontsize=7.5, color="0.4")  # fmt: skip
+        ax.set_xlim(float(table["bucket_lo"].min()), float(table["bucket_hi"].max()))
+        ax.set_ylim(0, 105)
+        _label_curve_ends(ax)
+        ax.set_xlabel("source sentence length (words)", fontsize=10)
+        ax.grid(alpha=0.3)
+    return fig
+
+
+def _history_curve(ax, rows: pd.DataFrame, name: str, color: str, style: str, band: bool) -> None:
+    centres = (rows["bucket_lo"] + rows["bucket_hi"]) / 2
+    ax.plot(centres, rows["mean"], color=color, linestyle=style, marker="o", ms=3.5, lw=1.8, label=name)
+    if band:
+        ax.fill_between(centres, rows["band_lo"], rows["band_hi"], color=color, alpha=0.15, lw=0)
+
+
+def _label_curve_ends(ax) -> None:
+    """Each line's label just right of its last point, moved apart where they would overlap."""
+    ends = sorted(
+        ((line.get_ydata()[-1], line.get_xdata()[-1], line) for line in ax.get_lines() if line.get_label()[0] != "_"),
+        key=lambda end: -end[0],
+    )
+    placed: list[float] = []
+    for y, _, _ in ends:  # top down: each label at its line's end, or a gap below the one above
+        placed.append(min(y, placed[-1] - LABEL_GAP) if placed else min(y, 103.0))
+    for i in reversed(range(len(placed))):  # bottom up: none below the axes, each a gap above the one below
+        placed[i] = max(placed[i], placed[i + 1] + LABEL_GAP if i + 1 < len(placed) else 1.5)
+    for (y, x, line), at in zip(ends, placed):
+        ax.annotate(line.get_label(), (x, y), xytext=(ax.get_xlim()[1] + 1.0, at), textcoords="data",
+                    color=line.get_color(), fontsize=8.5, va="center", annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": line.get_color(), "lw": 0.6, "alpha": 0.6})  # fmt: skip
 
 
 def _known(table: pd.DataFrame, *columns: str) -> bool:

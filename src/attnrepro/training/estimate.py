@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnrepro.config import Config, MeasuredThroughput, ResourcesConfig, TrainConfig
+from attnrepro.errors import ConfigError
 
 RUNTIME_MARGIN = 1.25  # the estimate's runtime: 25 % over the compute estimate ...
 RUNTIME_OVERHEAD_MIN = 10  # ... plus start-up, data loading, validation and checkpoints
@@ -178,3 +179,44 @@ def budget_notes(rows: list[Budget]) -> list[str]:
             )
         lines.extend(f"{r.model}: {note}" for note in r.notes)
     return lines
+
+
+def _pair(a: str, b: str) -> str:
+    """One value where both grids agree, else `a / b`."""
+    return a if a == b else f"{a} / {b}"
+
+
+def grid_bill(first: Config, second: Config) -> str:
+    """docs/cluster.md's bill of two grids of the same models (WMT'14 En-Fr and En-De): a row per model with
+    each grid's value where they differ, the totals, and both grids' GPU-hours together (Markdown)."""
+    if list(first.models) != list(second.models):
+        only = sorted(set(first.models) ^ set(second.models)) or ["(the same models in another order)"]
+        raise ConfigError(
+            f"models: {first.dataset} and {second.dataset} must train the same models for one bill; {only[0]} differs"
+        )
+    a_lang, b_lang = (cfg.dataset.rsplit("_", 2)[-2:] for cfg in (first, second))
+    a_name, b_name = "-".join(a_lang), "-".join(b_lang)
+    lines = [
+        f"| model | parameters ({a_name} / {b_name}) | updates ({a_name} / {b_name}) | tokens D "
+        f"| C = 6 N D ({a_name}) | priced from ({a_name} / {b_name}) | GPU-hours {a_name} | GPU-hours {b_name} "
+        "| time limit (min) | jobs |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    rows = [(estimate(first, name), estimate(second, name)) for name in first.models]
+    for a, b in rows:
+        lines.append(
+            f"| `{a.model}` | {_pair(_count(a.parameters), _count(b.parameters))} "
+            f"| {_pair(f'{a.updates:,}', f'{b.updates:,}')} | {_pair(f'{a.tokens:.2g}', f'{b.tokens:.2g}')} "
+            f"| {a.train_flops:.2g} | {_pair(a.priced_from, b.priced_from)} | {a.gpu_hours:,.1f} | {b.gpu_hours:,.1f} "
+            f"| {_pair(f'{a.runtime_min:,}', f'{b.runtime_min:,}')} | {_pair(str(a.jobs), str(b.jobs))} |"
+        )
+    hours = [sum(row[i].gpu_hours for row in rows) for i in (0, 1)]
+    flops = sum(a.train_flops for a, _ in rows)
+    lines.append(f"| **total** | | | | {flops:.2g} | | **{hours[0]:,.1f}** | **{hours[1]:,.1f}** | | |")
+    measured = sum(r.priced_from.startswith("measured") for row in rows for r in row)
+    lines += [
+        "",
+        f"Both grids together: **{sum(hours):,.0f} GPU-hours**; {measured} of the {2 * len(rows)} trainings priced "
+        "from a measurement, the others from the guess.",
+    ]
+    return "\n".join(lines)
