@@ -162,3 +162,34 @@ def test_training_curves_of_seed_runs_share_their_models_colour_and_legend_entry
     assert [line.get_color() for line in lines[:2]] == [lines[0].get_color()] * 2 != [lines[2].get_color()] * 2
     assert [line.get_linestyle() for line in lines] == ["-", "-", "--", "--"]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["A (2 seeds)", "B (2 seeds)"]
+
+
+def test_the_readme_figure_puts_the_papers_comparison_left_and_one_model_per_family_right(tmp_path):
+    """history_figure on the committed table and config: Bahdanau's four models left, with their bands; right, the
+    longest-trained model of every arch, dashed without attention; every curve named at its end, no legend."""
+    from attnrepro.archs import REGISTRY
+    from attnrepro.config import load_config
+    from attnrepro.evaluation.plots import history_figure
+    from attnrepro.evaluation.reproduce import read_band_table
+
+    from conftest import REPO
+
+    table = read_band_table(REPO / "docs/figures/bleu_by_length.csv")
+    models = {m.base: m for m in load_config(REPO / "config/config.yaml").models.values()}
+    left, right = history_figure(table, models).axes
+    curves = [[line for line in ax.get_lines() if not line.get_label().startswith("_")] for ax in (left, right)]
+    paper = ["RNNencdec-30", "RNNencdec-50", "RNNsearch-30", "RNNsearch-50"]
+    assert [line.get_label() for line in curves[0]] == paper and len(left.collections) == 4  # with their bands
+    assert not right.collections
+    drawn = {models[base].arch for base in table["base"]}  # every arch of the committed table
+    assert sorted(line.get_label() for line in curves[1]) == sorted(REGISTRY[arch].name for arch in drawn)
+    for line in curves[1]:
+        arch = next(a for a in drawn if REGISTRY[a].name == line.get_label())
+        assert (line.get_linestyle() == "--") == (not REGISTRY[arch].attention)
+        longest = max((m for m in models.values() if m.arch == arch), key=lambda m: m.train.max_src_len)
+        assert list(line.get_ydata()) == list(table.loc[table["base"] == longest.base, "mean"])  # mean of its seeds
+    for ax, lines in zip((left, right), curves):
+        labels = [t for t in ax.texts if t.get_text() in {line.get_label() for line in lines}]
+        assert len(labels) == len(lines) and ax.get_legend() is None  # named at their ends, no legend
+        ends = sorted(t.xyann[1] for t in labels)
+        assert min(b - a for a, b in zip(ends, ends[1:])) >= 6.0 - 1e-9  # the labels never overlap
