@@ -127,8 +127,12 @@ def test_table1_puts_the_paper_beside_every_configured_model(embedded):
     assert list(ours.index) == list(embedded.models)
     assert ours.loc["rnnencdec30", "all_paper"] == 13.93 and ours.loc["rnnencdec30", "no_unk_paper"] == 24.19
     assert ours.loc["rnnsearch50", "all_paper"] == 26.75 and ours.loc["rnnsearch50", "no_unk_paper"] == 34.16
-    assert ours.loc["rnnsearch50", "all_tokenized"] == 23.1  # 4th model: 20 + 3 + 0.1
-    assert ours.loc["rnnsearch50", "no_unk_tokenized"] == 23.25 and ours.loc["rnnsearch50", "no_unk_sentences"] == 700
+    i = list(embedded.models).index("rnnsearch50")  # scores_for: BLEU 20 + its index
+    assert ours.loc["rnnsearch50", "all_tokenized"] == 20 + i + 0.1
+    assert (
+        ours.loc["rnnsearch50", "no_unk_tokenized"] == 20 + i + 0.25
+        and ours.loc["rnnsearch50", "no_unk_sentences"] == 700
+    )
     paper_only = table[table["model"].isna()]
     assert list(paper_only["label"]) == [
         "RNNsearch-50* (trained longer) (paper only)",
@@ -162,7 +166,7 @@ def test_table2_estimates_flops_from_the_logged_tokens(embedded):
     checkpoints = {name: checkpoint(step=200) for name in embedded.models}
     table = table2(embedded, scores_for(embedded), logs, checkpoints, parameters).set_index("model")
     assert table.loc["rnnsearch50", "tokens_seen"] == 2200
-    assert table.loc["rnnsearch50", "train_flops_estimate"] == 6 * 4000 * 2200
+    assert table.loc["rnnsearch50", "train_flops_estimate"] == 6 * parameters["rnnsearch50"] * 2200  # C = 6 N D
     assert table.loc["rnnsearch50", "steps"] == 200
     assert pd.isna(table.loc["rnnencdec30", "train_flops_estimate"])  # an old log without token counts
     assert table["paper_train_flops"].isna().all()  # no Transformer configured in the embedded default
@@ -215,13 +219,14 @@ def test_table1_gives_the_interval_of_the_corpus_score_beside_it(embedded):
     scores["rnnsearch50"]["bleu_ci"] = [21.5, 24.75]
     table = table1(embedded, scores)
     ours = table.set_index("model")
-    assert ours.loc["rnnsearch50", ["all_sacrebleu", *TABLE1_CI]].tolist() == [23.0, 21.5, 24.75]
+    corpus = scores["rnnsearch50"]["bleu"]  # scores_for: 20 + the model's index
+    assert ours.loc["rnnsearch50", ["all_sacrebleu", *TABLE1_CI]].tolist() == [corpus, 21.5, 24.75]
     shown = displayed(table, table1_view(table)).set_index("model")
     assert shown.loc["RNNsearch-50", "sacreBLEU 95 % CI"] == "[21.50, 24.75]"
     assert shown.loc["RNNencdec-30", "sacreBLEU 95 % CI"] == ""
     assert list(shown.columns).index("sacreBLEU 95 % CI") == list(shown.columns).index("All, ours (sacreBLEU)") + 1
     finding = next(f for f in captions.table1_findings(table) if f.startswith("RNNsearch-50:"))
-    assert finding.endswith("; sacreBLEU 23.00 [21.50, 24.75].")
+    assert finding.endswith(f"; sacreBLEU {corpus:.2f} [21.50, 24.75].")
 
 
 def multi30k_scores(cfg) -> dict:
