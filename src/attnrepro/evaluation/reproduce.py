@@ -95,8 +95,9 @@ def read_band_table(path: Path) -> pd.DataFrame:
     if repeated.any():
         first = table.loc[repeated.idxmax(), KEYS]
         lines = [str(i + 2) for i in table.index[(table[KEYS] == first).all(axis=1)]]
-        raise DataError(f"{path}: {first['base']}, {int(first['bucket_lo']) + 1}–{int(first['bucket_hi'])} words is "
-                        f"given {len(lines)} times (lines {', '.join(lines)}): a band table holds each model and "
+        where = f"lines {', '.join(lines[:-1])} and {lines[-1]}"
+        cell = f"{first['base']}, {int(first['bucket_lo']) + 1}–{int(first['bucket_hi'])} words"
+        raise DataError(f"{path}: {cell} is given {len(lines)} times ({where}): a band table holds each model and "
                         "bucket once")  # fmt: skip
     return table
 

@@ -123,8 +123,9 @@ def read_train_log(path: Path) -> pd.DataFrame:
     if repeated.any():
         step = log.loc[repeated.idxmax(), "step"]
         lines = [str(i + 2) for i in log.index[log["step"] == step]]
-        raise DataError(f"{path}: step {step} is logged {len(lines)} times (lines {', '.join(lines)}): two runs "
-                        "wrote this log at once; train again into a folder of its own")  # fmt: skip
+        where = f"lines {', '.join(lines[:-1])} and {lines[-1]}"
+        raise DataError(f"{path}: step {step} is logged {len(lines)} times ({where}): two runs wrote this log at "
+                        "once; train again into a folder of its own")  # fmt: skip
     text = log["valid_loss"].astype(str).str.strip() if "valid_loss" in log else pd.Series("", index=log.index)
     log["validated"] = text != ""
     try:
@@ -135,7 +136,8 @@ def read_train_log(path: Path) -> pd.DataFrame:
     for column in ("src_tokens", "tgt_tokens", "valid_bleu"):
         if column not in log:
             log[column] = math.nan
-        elif log[column].dtype == object:  # kept as text by keep_default_na: empty cells are "no value"
+    for column in log.columns.difference(["valid_loss", "validated"]):
+        if not pd.api.types.is_numeric_dtype(log[column]):  # text where a cell is empty (no value): a number column
             log[column] = pd.to_numeric(log[column].replace("", math.nan), errors="coerce")
     return log
 
