@@ -140,7 +140,7 @@ def _loss_of(y: torch.Tensor, mask: torch.Tensor):
 
     def loss(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         f_max = f.amax(-1, keepdim=True).detach()
-        log_norm = log_normaliser(torch.exp(f - f_max), f_max, g)
+        log_norm = log_normaliser(f, torch.exp(f - f_max), f_max, g)
         log_null = f[:, :, NULL, None] + g[:, None, :, NULL] - log_norm
         log_emit = f.gather(2, y[:, None].expand(-1, T, -1)) + g[:, :-1].gather(2, y[..., None]).squeeze(-1)[:, None]
         log_alpha = forward_rows(log_emit - log_norm[:, :, :-1], log_null, mask)
@@ -192,3 +192,54 @@ def test_translations_carry_the_posterior_not_the_search_s_cursor(model):
         tgt_in, lens = torch.tensor([[BOS, *hyp.tokens]]), torch.tensor([len(hyp.tokens)])
         expected = model.alignment(torch.from_numpy(s)[None], torch.ones(1, len(s), dtype=torch.bool), tgt_in, lens)
         np.testing.assert_allclose(hyp.attention, expected[0].float().numpy(), rtol=0, atol=1e-6)
+
+
+def _normaliser(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    f_max = f.amax(-1, keepdim=True)
+    return log_normaliser(f, torch.exp(f - f_max), f_max, g)
+
+
+@pytest.mark.parametrize("dtype, margin", [(torch.float64, 800.0), (torch.float32, 100.0)])
+def test_the_normaliser_stays_exact_where_f_and_g_peak_far_apart(dtype, margin):
+    """f peaks on word 1 and g on word 2, each `margin` nats above the rest: every product exp(f - max) exp(g - max)
+    underflows (float64 at 800 nats, float32 at 100), and the entries are recomputed in log space. Before the
+    fallback, float64 gave ln N = -456.2 where logsumexp gives -3.70 at 800 nats."""
+    V = 6
+    f = torch.zeros(1, 3, V, dtype=dtype)
+    g = torch.zeros(1, 2, V, dtype=dtype)
+    f[..., 1] = margin
+    g[..., 2] = margin
+    expected = torch.logsumexp(f[:, :, None] + g[:, None], -1)  # (1, T, U), the definition
+    got = _normaliser(f, g)
+    torch.testing.assert_close(got, expected, rtol=1e-6 if dtype == torch.float32 else 1e-12, atol=0)
+    assert got.dtype == dtype
+
+
+def test_a_float32_model_gives_the_float64_lattice_s_probabilities():
+    """Training runs the lattice in float32: on a 30 x 30 sentence pair, with one word 200 nats below the rest at
+    every source position (its Σ_t α exp(f_t) underflows in float32 and is recomputed), the next-token
+    log-probabilities and ln Pr(y | x) match the float64 model's to float32 precision, and so do the gradients."""
+    torch.manual_seed(5)
+    model32 = tiny_model("transducer", seed=3)
+    with torch.no_grad():
+        model32.to_f.bias[7] -= 200.0
+    model64 = tiny_model("transducer", seed=3).double()
+    model64.load_state_dict(model32.state_dict())
+    src = torch.randint(4, SRC_VOCAB, (2, 30))
+    mask = torch.ones_like(src, dtype=torch.bool)
+    mask[1, 25:] = False
+    tgt_in = torch.cat([torch.full((2, 1), BOS), torch.randint(4, TGT_VOCAB, (2, 30))], 1)
+    tgt_in[:, 5] = 7  # the improbable word is a reference word too: its loss term is the exact one
+    out32, out64 = model32(src, mask, tgt_in), model64(src, mask, tgt_in)
+    assert out32.dtype == torch.float32
+    assert float(out64[:, :, 7].detach().max()) < -150  # the word is as improbable as built
+    torch.testing.assert_close(out32.double(), out64, rtol=1e-5, atol=2e-4)
+    lens = torch.tensor([30, 30])
+    ll32 = model32.log_likelihood(src, mask, tgt_in, lens)
+    ll64 = model64.log_likelihood(src, mask, tgt_in, lens)
+    torch.testing.assert_close(ll32.double(), ll64, rtol=1e-5, atol=0)
+    ll32.sum().backward()
+    ll64.sum().backward()
+    for (name, p32), p64 in zip(model32.named_parameters(), model64.parameters()):
+        scale = float(p64.grad.abs().max())  # a sum over 1 700 nats: float32's error is relative to the largest
+        assert float((p32.grad.double() - p64.grad).abs().max()) <= 1e-4 * scale, name

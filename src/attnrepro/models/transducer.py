@@ -12,9 +12,13 @@ Inside the one model interface (docs/design.md): `forward` returns the exact nex
 log p(k | y_<=u, x) = log Σ_t α(t, u) Pr(k | t, u) - log Z_u, with p(</s> | y_<=u, x) ∝ α(T, u) ∅(T, u); their
 sum along the reference is ln Pr(y | x) (the chain rule), so training, label smoothing, validation and the
 beam search need no branch. The additive form makes the normaliser N(t, u) = Σ_k exp(f_t^k + g_u^k) a batched
-matrix product exp(F) exp(G)^T: no (batch, T, U+1, vocab) tensor is built. The lattice arithmetic runs in
-float64: a row of α spans hundreds of nats on a long sentence, and exp(F) exp(G)^T underflows in float32 when
-f and g peak on different words.
+matrix product exp(F) exp(G)^T: no (batch, T, U+1, vocab) tensor is built.
+
+The lattice runs in the weights' precision, at least float32 (float64 for a float64 model: the tests' exact
+checks). α lives in log space, so a row spanning hundreds of nats loses nothing; the two scaled products
+(exp(F) exp(G)^T and Σ_t α exp(f_t)) underflow where f and g, or every weighted f_t, put a word more than about
+60 nats (float32; 700 in float64) below their peaks. Those entries, found by their size, are recomputed exactly
+in log space (`exact_where_small`), so the result is exact in every dtype, at the cost of the float32 path.
 """
 
 from __future__ import annotations
@@ -30,13 +34,29 @@ NULL = EOS  # ∅ (Graves 2012, §2.1) shares the </s> slot: ∅ at the last sou
 NEG = -1e9  # log of "no mass": finite, so padded source positions give zeros, never NaN, in gradients
 
 
-def log_normaliser(f_exp: Tensor, f_max: Tensor, g: Tensor) -> Tensor:
+EXACT_CHUNK = 1 << 14  # entries recomputed in log space at once: bounds the (entries, terms) tensor
+
+
+def exact_where_small(log_sums: Tensor, sums: Tensor, terms: int, exact) -> Tensor:
+    """`log_sums` with every entry whose scaled sum of `terms` exponentials is too small to be exact in its dtype
+    (terms flushed to zero could carry more than one rounding error of it) replaced by `exact(index)`, the log-space
+    sum of the entries at `index` (a tuple of index tensors), computed EXACT_CHUNK at a time."""
+    info = torch.finfo(sums.dtype)
+    small = (sums < terms * info.tiny / info.eps).nonzero(as_tuple=True)
+    if not small[0].numel():
+        return log_sums
+    values = [exact(tuple(i[at : at + EXACT_CHUNK] for i in small)) for at in range(0, small[0].numel(), EXACT_CHUNK)]
+    return log_sums.index_put(small, torch.cat(values))
+
+
+def log_normaliser(f: Tensor, f_exp: Tensor, f_max: Tensor, g: Tensor) -> Tensor:
     """log N(t, u) = log Σ_k exp(f_t^k + g_u^k) (eq. 13's denominator) as one batched product.
 
-    f_exp = exp(f - f_max) (batch, T, V), f_max (batch, T, 1), g (batch, U, V), all float64 -> (batch, T, U)."""
+    f (batch, T, V), f_exp = exp(f - f_max), f_max (batch, T, 1), g (batch, U, V) -> (batch, T, U)."""
     g_max = g.amax(-1, keepdim=True)  # (batch, U, 1)
     products = torch.bmm(f_exp, torch.exp(g - g_max).transpose(1, 2))  # (batch, T, U)
-    return torch.log(products.clamp_min(torch.finfo(products.dtype).tiny)) + f_max + g_max.transpose(1, 2)
+    log_n = torch.log(products.clamp_min(torch.finfo(products.dtype).tiny)) + f_max + g_max.transpose(1, 2)
+    return exact_where_small(log_n, products, f.size(2), lambda i: torch.logsumexp(f[i[0], i[1]] + g[i[0], i[2]], -1))
 
 
 def propagate(log_entry: Tensor, log_null: Tensor, src_mask: Tensor) -> Tensor:
@@ -92,7 +112,8 @@ class Transducer(Seq2SeqModel):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         annotations, _ = run_packed(self.encoder, self.dropout(self.src_embed(src)), src_mask)  # (batch, T, 2H)
-        f = self.to_f(self.dropout(annotations)).double()  # (batch, T, V)
+        f = self.to_f(self.dropout(annotations))  # (batch, T, V)
+        f = f.to(torch.promote_types(self.to_f.weight.dtype, torch.float32))  # the lattice's dtype (autocast: float32)
         f_max = f.amax(-1, keepdim=True)  # (batch, T, 1)
         last = src_mask.sum(1, keepdim=True) - 1  # (batch, 1): the last real source position, T
         return {"f": f, "f_exp": torch.exp(f - f_max), "f_max": f_max, "src_mask": src_mask, "last": last}
@@ -108,7 +129,12 @@ class Transducer(Seq2SeqModel):
         weights = (log_alpha - log_norm + memory["f_max"]).transpose(1, 2)  # (batch, U, T)
         top = weights.amax(-1, keepdim=True)
         sums = torch.bmm(torch.exp(weights - top), memory["f_exp"])  # Σ_t α/N exp(f_t^k), (batch, U, V)
-        scores = torch.log(sums.clamp_min(torch.finfo(sums.dtype).tiny)) + top + g
+        log_sums = torch.log(sums.clamp_min(torch.finfo(sums.dtype).tiny)) + top
+
+        def exact(i: tuple[Tensor, ...]) -> Tensor:  # log Σ_t exp(weights[b, u, t] + f[b, t, k] - f_max[b, t])
+            return torch.logsumexp(weights[i[0], i[1]] + memory["f"][i[0], :, i[2]] - memory["f_max"][i[0], :, 0], -1)
+
+        scores = exact_where_small(log_sums, sums, weights.size(2), exact) + g
         last = memory["last"][:, :, None].expand(-1, 1, log_alpha.size(2))  # (batch, 1, U)
         end = (log_alpha.gather(1, last) + log_null.gather(1, last)).squeeze(1)  # α(T, u) ∅(T, u), eq. (17)
         return scores.index_copy(2, torch.tensor([NULL], device=scores.device), end[:, :, None])
@@ -124,8 +150,8 @@ class Transducer(Seq2SeqModel):
     def _lattice(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """g (batch, U+1, V), log N and log ∅ (batch, T, U+1), and log y(t, u) of each reference word (batch, T, U)."""
         states, _ = self.predictor(self.dropout(self.tgt_embed(tgt_in)))  # (batch, U+1, H): after <s>, y_1..y_u
-        g = self.to_g(self.dropout(states)).double()  # (batch, U+1, V)
-        log_norm = log_normaliser(memory["f_exp"], memory["f_max"], g)  # (batch, T, U+1)
+        g = self.to_g(self.dropout(states)).to(memory["f"].dtype)  # (batch, U+1, V)
+        log_norm = log_normaliser(memory["f"], memory["f_exp"], memory["f_max"], g)  # (batch, T, U+1)
         words = tgt_in[:, 1:]  # y_{u+1}, the word that leaves row u (batch, U)
         log_emit = (  # log y(t, u) = log Pr(y_{u+1} | t, u), eq. (12)
             memory["f"].gather(2, words[:, None].expand(-1, log_norm.size(1), -1))
@@ -135,7 +161,7 @@ class Transducer(Seq2SeqModel):
         return g, log_norm, self._null(memory, g, log_norm), log_emit
 
     def log_likelihood(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_lens: Tensor) -> Tensor:
-        """ln Pr(y | x) = ln α(T, U) ∅(T, U) (eq. 17) per sentence (batch,), float64; tgt_lens = U (no </s>)."""
+        """ln Pr(y | x) = ln α(T, U) ∅(T, U) (eq. 17) per sentence (batch,), the lattice's dtype; tgt_lens = U."""
         memory = self.encode(src, src_mask)
         _, _, log_null, log_emit = self._lattice(memory, tgt_in)
         return end_of(forward_rows(log_emit, log_null, src_mask), log_null, memory["last"][:, 0], tgt_lens)
@@ -173,8 +199,8 @@ class Transducer(Seq2SeqModel):
         emitted = state["w"] + f.gather(2, prev_tokens[:, None, None].expand(-1, f.size(1), 1)).squeeze(2)
         entry = torch.where((state["step"] == 0)[:, None], start_row(emitted), emitted)
         h = self.predictor(self.tgt_embed(prev_tokens)[:, None], state["h"][None])[1][0]  # (batch, H)
-        g = self.to_g(h).double()[:, None]  # (batch, 1, V)
-        log_norm = log_normaliser(memory["f_exp"], memory["f_max"], g)  # (batch, T, 1)
+        g = self.to_g(h).to(f.dtype)[:, None]  # (batch, 1, V)
+        log_norm = log_normaliser(f, memory["f_exp"], memory["f_max"], g)  # (batch, T, 1)
         log_null = self._null(memory, g, log_norm)
         log_alpha = propagate(entry, log_null[:, :, 0], memory["src_mask"])[:, :, None]
         scores = self._next_token_scores(memory, log_alpha, g, log_norm, log_null)[:, 0]  # (batch, V)

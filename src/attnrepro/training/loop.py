@@ -104,6 +104,7 @@ def train(
     """
     ranks = ranks or Ranks()  # one process unless torchrun/srun started several
     torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)  # subnormal floats cost ~20x on x86 (the transducer's gradients): docs/training.md
     device = pick_device(mc.train.device, ranks)
     lock = hold_folder(out_dir, mc.name) if ranks.is_main else contextlib.nullcontext()
     with lock, process_group(ranks, device), stop_requests() as stop:

@@ -69,6 +69,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     device = search_device(search.device)  # before any loading: search.device cuda without a GPU fails at once
     lines, references = read_test_split(Path(args.src), Path(args.ref))
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # subnormal floats cost ~20x on x86 (the transducer's gradients): docs/training.md
     tok_dir = Path(args.tokenizer_dir)
     spec = cfg.tokenizer_of(args.model) if args.model else cfg.tokenizer
     src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
