@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from sacrebleu.metrics import BLEU
 from wmt_miniature import real_data
 
 from attnrepro.cli import main
@@ -101,12 +102,14 @@ def test_buckets_are_half_open_on_the_left(length, bucket):
 
 def test_bleu_by_length_rows(tmp_path):
     sources = ["w " * 3, "w " * 12, "w " * 15]
-    stats = sentence_stats(HYPS, REFS, "en")[0]
-    rows = bleu_by_length([3, 12, 15], stats, EV_OFF)
+    stats, tokenized, _ = sentence_stats(HYPS, REFS, "en")
+    rows = bleu_by_length([3, 12, 15], stats, EV_OFF, tokenized)
     assert [(r["bucket_lo"], r["bucket_hi"], r["n_sentences"]) for r in rows] == [(0, 10, 1), (10, 20, 2)]
     assert rows[0]["bleu"] == round(corpus_bleu(HYPS[:1], REFS[:1])[0], 2)
     assert rows[1]["bleu"] == round(corpus_bleu(HYPS[1:], REFS[1:])[0], 2)
+    assert rows[1]["bleu_tokenized"] == round(tokenized_bleu(HYPS[1:], REFS[1:], "en")[0], 2)
     assert rows[0]["bleu_ci_lo"] is None and rows[0]["bleu_ci_hi"] is None  # bootstrap_resamples: 0
+    assert rows[0]["bleu_tokenized_ci_lo"] is None
     p = write(tmp_path, src=[line.strip() for line in sources], hyp=HYPS, ref=REFS)
     summary, rows2 = score_files(p["src"], p["hyp"], p["ref"], EV_OFF)
     assert summary["n_sentences"] == 3 and rows2 == rows
@@ -477,3 +480,21 @@ def test_the_resolution_is_what_one_wrong_last_word_takes_from_a_perfect_transla
     resolution = bleu_resolution(stats.rows[:, 1])
     assert 100 - stats.bleu() == pytest.approx(resolution)
     assert bleu_resolution([1, 1]) == 100.0  # no 4-gram at all: one wrong word leaves BLEU at 0
+
+
+def test_a_corpus_s_tokens_are_scored_as_they_are_and_detokenized_for_sacrebleu(tmp_path):
+    """Europarl v1 ships tokenized text: tokenized BLEU scores its tokens as they are (multi-bleu.perl), sacreBLEU
+    the Moses-detokenized text. Re-tokenizing would split the corpus's "l' Unione" no further, but detokenizing
+    joins "Unione ," into "Unione,": the two scores differ, and each is what its signature says."""
+    src = ["the Union , of course .", "I agree ."]
+    ref = ["l' Unione , naturalmente .", "Sono d' accordo ."]
+    hyp = ["l' Unione , ovviamente .", "Sono d' accordo ."]
+    p = write(tmp_path, src=src, hyp=hyp, ref=ref)
+    summary, rows = score_files(p["src"], p["hyp"], p["ref"], EV_OFF, ("en", "it"), pretokenized=True)
+    as_is = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyp, [ref]).score
+    assert summary["bleu_tokenized"] == round(as_is, 2)
+    detok = ["l'Unione, ovviamente.", "Sono d'accordo."], ["l'Unione, naturalmente.", "Sono d'accordo."]
+    assert summary["bleu"] == round(corpus_bleu(*detok)[0], 2)
+    assert summary["signature_tokenized"].startswith("pretok:corpus|")
+    assert summary["signature"].startswith("detok:sacremoses-")
+    assert rows[0]["bleu_tokenized"] == summary["bleu_tokenized"]  # both sentences in the 1-10 bucket

@@ -11,8 +11,12 @@
   repository's `lc.norm.tok` files (lowercased, punctuation-normalised, Moses-tokenized; `lc_norm_tok`),
   then multi-bleu.perl's BLEU as above (the text is already lowercased, so `-lc` changes nothing).
 
-Also BLEU per source-length bucket (Bahdanau et al. 2014, Fig. 2) and on the sentences without an
-unknown word (Bahdanau et al. 2014, Table 1, "No UNK"), which exists only for word vocabularies and
+A corpus that ships tokenized text (Europarl v1, `pretokenized`) is scored the other way round: tokenized BLEU
+on the text as it is (the 2014 papers' multi-bleu.perl on the corpus's own tokens), and sacreBLEU on hypothesis
+and reference Moses-detokenized (sacremoses) first, as it scores any detokenized output.
+
+Also BLEU per source-length bucket (Bahdanau et al. 2014, Fig. 2), both ways, each with its interval, and on the
+sentences without an unknown word (Bahdanau et al. 2014, Table 1, "No UNK"), which exists only for word vocabularies and
 is scored from the translations of a search that never emits UNK (`attnrepro translate` writes them).
 
 Every test line is scored: an empty source line has an empty translation, which is scored against
@@ -77,14 +81,16 @@ SCORE_LABELS = {  # what each score in bleu.json is, for people and table header
     "made into the Multi30k repository's lc.norm.tok text (procedure in 'procedure_lc_tok'), tokenize=none, "
     "no smoothing (multi-bleu.perl); present where evaluate.bleu_lc_tok is set",
     "bleu_lc_tok_ci": "95 % bootstrap interval of 'bleu_lc_tok'",
-    "length_unit": "what the source lengths of bleu_by_length.csv's buckets count; per-bucket scores are sacreBLEU",
+    "length_unit": "what the source lengths of bleu_by_length.csv's buckets count; per bucket: sacreBLEU (bleu) and "
+    "tokenized BLEU (bleu_tokenized), each with its interval",
     "no_unk.bleu": "sacreBLEU on the No UNK subset",
     "no_unk.bleu_tokenized": "tokenized BLEU on the No UNK subset (Bahdanau Table 1's 'No UNK' column)",
     "no_unk.bleu_lc_tok": "lowercased tokenized BLEU on the No UNK subset (where bleu_lc_tok is scored)",
     "no_unk.decoding": f"where the subset's translations come from: '{NO_UNK_BANNED}' (UNK never emitted) "
     f"or '{NO_UNK_MAIN}' (the main translations are that search's answer)",
 }
-CSV_COLUMNS = ["bucket_lo", "bucket_hi", "n_sentences", "bleu", "bleu_ci_lo", "bleu_ci_hi", "resolution"]
+CSV_COLUMNS = ["bucket_lo", "bucket_hi", "n_sentences", "bleu", "bleu_ci_lo", "bleu_ci_hi", "resolution",
+               "bleu_tokenized", "bleu_tokenized_ci_lo", "bleu_tokenized_ci_hi"]  # fmt: skip
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
@@ -128,6 +134,14 @@ def lc_norm_tok(lines: Sequence[str], lang: str) -> list[str]:
     ]
 
 
+def moses_detokenize(lines: Sequence[str], lang: str) -> list[str]:
+    """`detokenizer.perl -l LANG` through sacremoses: the text sacreBLEU expects, from a corpus's tokens."""
+    from sacremoses import MosesDetokenizer
+
+    moses = MosesDetokenizer(lang)
+    return [moses.detokenize(line.split()) for line in lines]
+
+
 def tokenize_for_bleu(lines: Sequence[str], lang: str) -> list[str]:
     """The text multi-bleu.perl scored: Moses-tokenized; German compounds split (get_ende_bleu.sh)."""
     tokenized = moses_tokenize(lines, lang)
@@ -139,9 +153,16 @@ def tokenized_metric() -> BLEU:
     return BLEU(tokenize="none", smooth_method="none", force=True)
 
 
-def tokenized_signature(metric: BLEU, lang: str) -> str:
+def tokenized_signature(metric: BLEU, lang: str, pretokenized: bool = False) -> str:
+    if pretokenized:  # the corpus's own tokens, scored as they are
+        return f"pretok:corpus|{metric.get_signature()}"
     compounds = f"|{COMPOUND_SPLIT}" if lang == "de" else ""
     return f"pretok:sacremoses-{version('sacremoses')}-{lang}-noescape{compounds}|{metric.get_signature()}"
+
+
+def sacre_signature(metric: BLEU, lang: str, pretokenized: bool = False) -> str:
+    detok = f"detok:sacremoses-{version('sacremoses')}-{lang}|" if pretokenized else ""
+    return f"{detok}{metric.get_signature()}"
 
 
 def lc_tok_signature(metric: BLEU, lang: str) -> str:
@@ -207,13 +228,23 @@ class SentenceStats:
 
 
 def sentence_stats(
-    hypotheses: Sequence[str], references: Sequence[str], tgt_lang: str, lc_tok: bool = False
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    tgt_lang: str,
+    lc_tok: bool = False,
+    pretokenized: bool = False,
 ) -> tuple[SentenceStats, SentenceStats, SentenceStats | None]:
     """The statistics of every sentence for sacreBLEU, for tokenized BLEU and (`lc_tok`) for lowercased
-    tokenized BLEU on lc.norm.tok text; None for the last when not asked for."""
-    sacre = SentenceStats.extract(BLEU(), hypotheses, references)
-    hyps, refs = tokenize_for_bleu(hypotheses, tgt_lang), tokenize_for_bleu(references, tgt_lang)
-    tokenized = SentenceStats.extract(tokenized_metric(), hyps, refs)
+    tokenized BLEU on lc.norm.tok text; None for the last when not asked for. `pretokenized`: the text is the
+    corpus's tokens (module docstring)."""
+    if pretokenized:
+        detok = moses_detokenize(hypotheses, tgt_lang), moses_detokenize(references, tgt_lang)
+        sacre = SentenceStats.extract(BLEU(), *detok)
+        tokenized = SentenceStats.extract(tokenized_metric(), hypotheses, references)
+    else:
+        sacre = SentenceStats.extract(BLEU(), hypotheses, references)
+        hyps, refs = tokenize_for_bleu(hypotheses, tgt_lang), tokenize_for_bleu(references, tgt_lang)
+        tokenized = SentenceStats.extract(tokenized_metric(), hyps, refs)
     if not lc_tok:
         return sacre, tokenized, None
     lowered = lc_norm_tok(hypotheses, tgt_lang), lc_norm_tok(references, tgt_lang)
@@ -233,18 +264,29 @@ def source_lengths(sources: Sequence[str], unit: str, lang: str) -> list[int]:
     return [len(line.split()) for line in words]
 
 
-def bleu_by_length(lengths: Sequence[int], stats: SentenceStats, ev: EvaluateConfig) -> list[dict[str, Any]]:
-    """One row per (lo, hi] bucket of source lengths: CSV_COLUMNS, the interval None when bootstrapping is off."""
+def bleu_by_length(
+    lengths: Sequence[int], stats: SentenceStats, ev: EvaluateConfig, tokenized: SentenceStats | None = None
+) -> list[dict[str, Any]]:
+    """One row per (lo, hi] bucket of source lengths: CSV_COLUMNS (sacreBLEU from `stats`, tokenized BLEU from
+    `tokenized`, empty without it), each interval None when bootstrapping is off."""
     buckets: dict[tuple[int, int], list[int]] = {}
     for i, length in enumerate(lengths):
         buckets.setdefault(bucket_of(length, ev.bucket_width, ev.max_len), []).append(i)
     rows = []
     for (lo, hi), members in sorted(buckets.items()):
-        bucket = stats.subset(members)
-        lo_ci, hi_ci = bucket.interval(ev.bootstrap_resamples, ev.bootstrap_seed) or (None, None)
-        row = {"bucket_lo": lo, "bucket_hi": hi, "n_sentences": len(members), "bleu": _round(bucket.bleu())}
-        rows.append({**row, "bleu_ci_lo": _round(lo_ci), "bleu_ci_hi": _round(hi_ci),
-                     "resolution": _round(bleu_resolution(bucket.rows[:, 1]))})  # fmt: skip
+        row: dict[str, Any] = {"bucket_lo": lo, "bucket_hi": hi, "n_sentences": len(members)}
+        for prefix, scores in (("bleu", stats), ("bleu_tokenized", tokenized)):
+            bucket = scores.subset(members) if scores is not None else None
+            score = bucket.bleu() if bucket is not None else None
+            ci = bucket.interval(ev.bootstrap_resamples, ev.bootstrap_seed) if bucket is not None else None
+            row |= {
+                prefix: _round(score),
+                f"{prefix}_ci_lo": _round(ci and ci[0]),
+                f"{prefix}_ci_hi": _round(ci and ci[1]),
+            }
+            if prefix == "bleu":
+                row["resolution"] = _round(bleu_resolution(bucket.rows[:, 1]))
+        rows.append(row)
     return rows
 
 
@@ -278,21 +320,23 @@ def score_files(
     languages: tuple[str, str] = ("en", "en"),
     length_unit: str = "whitespace",
     no_unk: NoUnkInput | None = None,
+    pretokenized: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """bleu.json's summary and the per-length rows. `no_unk` is None for subword vocabularies, where the
-    No UNK subset does not apply; `length_unit` is a key of LENGTH_UNITS."""
+    No UNK subset does not apply; `length_unit` is a key of LENGTH_UNITS; `pretokenized`: the test set is a
+    corpus's tokens (module docstring)."""
     sources, hypotheses, references = read_test_split(src_path, hyp_path, ref_path)
     src_lang, tgt_lang = languages
-    sacre, tokenized, lc_tok = sentence_stats(hypotheses, references, tgt_lang, ev.bleu_lc_tok)
+    sacre, tokenized, lc_tok = sentence_stats(hypotheses, references, tgt_lang, ev.bleu_lc_tok, pretokenized)
     overall = _scores(sacre, tokenized, lc_tok, ev)
     summary: dict[str, Any] = {
         "bleu": overall["bleu"],
         "bleu_ci": overall["bleu_ci"],
-        "signature": str(sacre.metric.get_signature()),
+        "signature": sacre_signature(sacre.metric, tgt_lang, pretokenized),
         "n_sentences": len(sources),
         "bleu_tokenized": overall["bleu_tokenized"],
         "bleu_tokenized_ci": overall["bleu_tokenized_ci"],
-        "signature_tokenized": tokenized_signature(tokenized.metric, tgt_lang),
+        "signature_tokenized": tokenized_signature(tokenized.metric, tgt_lang, pretokenized),
         **_lc_tok_summary(overall, lc_tok, tgt_lang),
         "bootstrap": {
             "resamples": ev.bootstrap_resamples,
@@ -305,8 +349,8 @@ def score_files(
     }
     if no_unk is not None:
         texts = (sources, hypotheses, references)
-        summary["no_unk"] = _no_unk_summary(texts, hyp_path, no_unk, overall, tgt_lang, ev)
-    rows = bleu_by_length(source_lengths(sources, length_unit, src_lang), sacre, ev)
+        summary["no_unk"] = _no_unk_summary(texts, hyp_path, no_unk, overall, tgt_lang, ev, pretokenized)
+    rows = bleu_by_length(source_lengths(sources, length_unit, src_lang), sacre, ev, tokenized)
     return summary, rows
 
 
@@ -346,6 +390,7 @@ def _no_unk_summary(
     overall: dict[str, Any],
     tgt_lang: str,
     ev: EvaluateConfig,
+    pretokenized: bool = False,
 ) -> dict[str, Any]:
     """The No UNK block; `overall` holds the scores of every sentence, the subset's when it is all of them."""
     sources, hypotheses, references = texts
@@ -364,7 +409,7 @@ def _no_unk_summary(
             raise DataError(f"{no_unk.hypotheses}: differs from {hyp_path}, which it should repeat: translate again")
         return {**summary, "decoding": NO_UNK_MAIN, **overall}
     refs = [r for r, k in zip(references, keep) if k]
-    stats = sentence_stats(subset_hyps, refs, tgt_lang, ev.bleu_lc_tok)
+    stats = sentence_stats(subset_hyps, refs, tgt_lang, ev.bleu_lc_tok, pretokenized)
     return {**summary, "decoding": NO_UNK_BANNED, **_scores(*stats, ev)}
 
 

@@ -39,7 +39,8 @@ def cmd_score(args: argparse.Namespace) -> None:
         no_unk = NoUnkInput(src_tok, tgt_tok, Path(args.hyp_no_unk))
     unit = "moses" if cfg.wmt is not None else "whitespace"  # what the training filter counts (LENGTH_UNITS)
     paths = (Path(args.src), Path(args.hyp), Path(args.ref))
-    summary, rows = score_files(*paths, cfg.evaluate, cfg.languages, length_unit=unit, no_unk=no_unk)
+    pretokenized = cfg.europarl is not None  # Europarl v1 ships tokenized text: scored as the corpus's tokens
+    summary, rows = score_files(*paths, cfg.evaluate, cfg.languages, unit, no_unk, pretokenized)
     summary["model"] = args.model
     summary["label"] = cfg.model(args.model).label
     # what the scores were made with, beside `bootstrap`: the tables check it against the config they are read with
