@@ -5,6 +5,7 @@ posterior over cursor positions, and a wide beam against the exhaustive best."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from attnrepro.config import SearchConfig
 from attnrepro.data.batching import pad
 from attnrepro.data.tokenize import BOS, EOS, PAD, UNK
 from attnrepro.decoding.search import beam_search, translate_ids
-from attnrepro.models.transducer import NULL, forward_rows, log_normaliser
+from attnrepro.models.transducer import NULL, forward_rows, lattice_memory, log_normaliser
 
 from conftest import SRC_VOCAB, TGT_VOCAB, tiny_model
 
@@ -217,8 +218,8 @@ def test_the_normaliser_stays_exact_where_f_and_g_peak_far_apart(dtype, margin):
 
 def test_a_float32_model_gives_the_float64_lattice_s_probabilities():
     """Training runs the lattice in float32: on a 30 x 30 sentence pair, with one word 200 nats below the rest at
-    every source position (its Σ_t α exp(f_t) underflows in float32 and is recomputed), the next-token
-    log-probabilities and ln Pr(y | x) match the float64 model's to float32 precision, and so do the gradients."""
+    every source position (its Σ_t α exp(f_t) underflows in float32), the reference words' log-probabilities, every
+    representable one, ln Pr(y | x) and the gradients match the float64 model's to float32 precision."""
     torch.manual_seed(5)
     model32 = tiny_model("transducer", seed=3)
     with torch.no_grad():
@@ -233,7 +234,11 @@ def test_a_float32_model_gives_the_float64_lattice_s_probabilities():
     out32, out64 = model32(src, mask, tgt_in), model64(src, mask, tgt_in)
     assert out32.dtype == torch.float32
     assert float(out64[:, :, 7].detach().max()) < -150  # the word is as improbable as built
-    torch.testing.assert_close(out32.double(), out64, rtol=1e-5, atol=2e-4)
+    representable = out64 > -50  # float32's product floors a word ~60 nats below every peak (not the loss's)
+    torch.testing.assert_close(out32.double()[representable], out64[representable], rtol=1e-5, atol=2e-4)
+    reference = tgt_in[:, 1:, None]  # the words the loss reads, row u predicting y_{u+1}: exact at any depth
+    torch.testing.assert_close(out32[:, :-1].gather(2, reference).double(), out64[:, :-1].gather(2, reference),
+                               rtol=1e-5, atol=2e-4)  # fmt: skip
     lens = torch.tensor([30, 30])
     ll32 = model32.log_likelihood(src, mask, tgt_in, lens)
     ll64 = model64.log_likelihood(src, mask, tgt_in, lens)
@@ -243,3 +248,27 @@ def test_a_float32_model_gives_the_float64_lattice_s_probabilities():
     for (name, p32), p64 in zip(model32.named_parameters(), model64.parameters()):
         scale = float(p64.grad.abs().max())  # a sum over 1 700 nats: float32's error is relative to the largest
         assert float((p32.grad.double() - p64.grad).abs().max()) <= 1e-4 * scale, name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_word_the_loss_reads_is_scored_exactly_however_improbable(dtype):
+    """Word 1 sits 2 000 nats below the peak at every position where α has mass: Σ_t α/N exp(f_t^1) underflows in
+    float32 and float64 alike. Named as the row's reference word, its score is the log-space sum (the loss and its
+    gradient are exact); unnamed, it is the product's floor, above its value and still improbable."""
+    f = torch.zeros(1, 3, 5, dtype=dtype)
+    f[0, 1:, 1] = -2000.0
+    f[0, :, 4] = -2000.0
+    memory = lattice_memory(f, torch.ones(1, 3, dtype=torch.bool))
+    log_alpha = torch.tensor([[[-3000.0], [-1.0], [-2.0]]], dtype=dtype)  # (1, T, U=1)
+    log_norm = torch.zeros(1, 3, 1, dtype=dtype)
+    log_null = torch.full((1, 3, 1), -1.0, dtype=dtype)
+    g = torch.zeros(1, 1, 5, dtype=dtype)
+    model = tiny_model("transducer")
+    named = model._next_token_scores(memory, log_alpha, g, log_norm, log_null, words=torch.tensor([[1]]))
+    unnamed = model._next_token_scores(memory, log_alpha, g, log_norm, log_null)
+    expected = torch.logsumexp(log_alpha[0, :, 0, None] + f[0], 0)  # (V,): the definition, in log space
+    torch.testing.assert_close(named[0, 0, 1], expected[1], rtol=1e-6, atol=0)
+    assert float(expected[1]) == pytest.approx(-2000.0 + math.log(math.exp(-1) + math.exp(-2)))  # α at t = 1, 2
+    assert float(expected[4]) < float(unnamed[0, 0, 4]) < -50  # the floor: no search takes it
+    for k in (0, 2):  # words near the peak: the product is exact, named or not
+        torch.testing.assert_close(unnamed[0, 0, k], expected[k], rtol=1e-6, atol=0)

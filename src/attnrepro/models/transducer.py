@@ -15,10 +15,11 @@ beam search need no branch. The additive form makes the normaliser N(t, u) = Σ_
 matrix product exp(F) exp(G)^T: no (batch, T, U+1, vocab) tensor is built.
 
 The lattice runs in the weights' precision, at least float32 (float64 for a float64 model: the tests' exact
-checks). α lives in log space, so a row spanning hundreds of nats loses nothing; the two scaled products
-(exp(F) exp(G)^T and Σ_t α exp(f_t)) underflow where f and g, or every weighted f_t, put a word more than about
-60 nats (float32; 700 in float64) below their peaks. Those entries, found by their size, are recomputed exactly
-in log space (`exact_where_small`), so the result is exact in every dtype, at the cost of the float32 path.
+checks). α lives in log space, so a row spanning hundreds of nats loses nothing. The normaliser's scaled
+product exp(F) exp(G)^T underflows where f and g put their peaks more than ~60 nats (float32; ~700 in float64)
+apart: those entries are found by their size and recomputed in log space (`exact_where_small`), so every
+lattice probability is exact. The next-token sums Σ_t α exp(f_t) are exact for the words the loss reads
+(`_next_token_scores`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def end_of(log_alpha: Tensor, log_null: Tensor, last: Tensor, tgt_lens: Tensor) 
     return log_alpha[batch, last, tgt_lens] + log_null[batch, last, tgt_lens]
 
 
+def lattice_memory(f: Tensor, src_mask: Tensor) -> Memory:
+    """What the lattice reads of the source: f (batch, T, V), exp(f - max_k f), its peak, the mask and T."""
+    f_max = f.amax(-1, keepdim=True)  # (batch, T, 1)
+    last = src_mask.sum(1, keepdim=True) - 1  # (batch, 1): the last real source position, T
+    return {"f": f, "f_exp": torch.exp(f - f_max), "f_max": f_max, "src_mask": src_mask, "last": last}
+
+
 def forward_rows(log_emit: Tensor, log_null: Tensor, src_mask: Tensor) -> Tensor:
     """log α (batch, T, U+1) of eq. (16), row by row: α(1, 0) = 1; row u is entered from row u-1 by y(t, u-1)."""
     rows = [propagate(start_row(log_null[:, :, 0]), log_null[:, :, 0], src_mask)]
@@ -114,27 +122,39 @@ class Transducer(Seq2SeqModel):
         annotations, _ = run_packed(self.encoder, self.dropout(self.src_embed(src)), src_mask)  # (batch, T, 2H)
         f = self.to_f(self.dropout(annotations))  # (batch, T, V)
         f = f.to(torch.promote_types(self.to_f.weight.dtype, torch.float32))  # the lattice's dtype (autocast: float32)
-        f_max = f.amax(-1, keepdim=True)  # (batch, T, 1)
-        last = src_mask.sum(1, keepdim=True) - 1  # (batch, 1): the last real source position, T
-        return {"f": f, "f_exp": torch.exp(f - f_max), "f_max": f_max, "src_mask": src_mask, "last": last}
+        return lattice_memory(f, src_mask)
 
     def _null(self, memory: Memory, g: Tensor, log_norm: Tensor) -> Tensor:
         """log ∅(t, u) (batch, T, U) for g (batch, U, V) and log N (batch, T, U)."""
         return memory["f"][:, :, NULL, None] + g[:, None, :, NULL] - log_norm
 
-    def _next_token_scores(self, memory: Memory, log_alpha: Tensor, g: Tensor, log_norm: Tensor, log_null: Tensor):
+    def _next_token_scores(
+        self,
+        memory: Memory,
+        log_alpha: Tensor,
+        g: Tensor,
+        log_norm: Tensor,
+        log_null: Tensor,
+        words: Tensor | None = None,
+    ) -> Tensor:
         """log Σ_t α(t, u) Pr(k | t, u) for every k, the </s> slot α(T, u) ∅(T, u), rows unnormalised.
 
-        log_alpha, log_norm, log_null (batch, T, U); g (batch, U, V) -> (batch, U, V)."""
-        weights = (log_alpha - log_norm + memory["f_max"]).transpose(1, 2)  # (batch, U, T)
+        log_alpha, log_norm, log_null (batch, T, U); g (batch, U, V) -> (batch, U, V). The sum over t is one
+        product scaled by each f_t's peak; a word more than ~60 nats (float32; ~700 in float64) below the peak at
+        every position where α is gets the floor of that product instead of its value: a probability no search
+        takes, and the softmax's gradient there is nil either way. Where the loss reads a word, its score must be
+        exact: `words` (batch, W <= U) names it at each row, and those entries are computed in log space."""
+        log_mass = (log_alpha - log_norm).transpose(1, 2)  # log α/N (batch, U, T)
+        weights = log_mass + memory["f_max"].transpose(1, 2)  # log α/N + max_k f_t^k
         top = weights.amax(-1, keepdim=True)
-        sums = torch.bmm(torch.exp(weights - top), memory["f_exp"])  # Σ_t α/N exp(f_t^k), (batch, U, V)
-        log_sums = torch.log(sums.clamp_min(torch.finfo(sums.dtype).tiny)) + top
-
-        def exact(i: tuple[Tensor, ...]) -> Tensor:  # log Σ_t exp(weights[b, u, t] + f[b, t, k] - f_max[b, t])
-            return torch.logsumexp(weights[i[0], i[1]] + memory["f"][i[0], :, i[2]] - memory["f_max"][i[0], :, 0], -1)
-
-        scores = exact_where_small(log_sums, sums, weights.size(2), exact) + g
+        sums = torch.bmm(torch.exp(weights - top), memory["f_exp"])  # Σ_t α/N exp(f_t^k) / e^top, (batch, U, V)
+        scores = torch.log(sums.clamp_min(torch.finfo(sums.dtype).tiny)) + top + g
+        if words is not None:  # log Σ_t exp(log α/N (b, u, t) + f_t^k) for the named words, exactly
+            f_words = memory["f"].gather(2, words[:, None].expand(-1, log_mass.size(2), -1))  # (batch, T, W)
+            exact = torch.logsumexp(log_mass[:, : words.size(1)] + f_words.transpose(1, 2), -1)  # (batch, W)
+            exact = exact + g[:, : words.size(1)].gather(2, words[..., None]).squeeze(-1)
+            scores = torch.cat([scores[:, : words.size(1)].scatter(2, words[..., None], exact[..., None]),
+                                scores[:, words.size(1):]], 1)  # fmt: skip
         last = memory["last"][:, :, None].expand(-1, 1, log_alpha.size(2))  # (batch, 1, U)
         end = (log_alpha.gather(1, last) + log_null.gather(1, last)).squeeze(1)  # α(T, u) ∅(T, u), eq. (17)
         return scores.index_copy(2, torch.tensor([NULL], device=scores.device), end[:, :, None])
@@ -144,7 +164,7 @@ class Transducer(Seq2SeqModel):
         memory = self.encode(src, src_mask)
         g, log_norm, log_null, log_emit = self._lattice(memory, tgt_in)
         log_alpha = forward_rows(log_emit, log_null, src_mask)
-        scores = self._next_token_scores(memory, log_alpha, g, log_norm, log_null)
+        scores = self._next_token_scores(memory, log_alpha, g, log_norm, log_null, words=tgt_in[:, 1:])
         return torch.log_softmax(scores, -1).to(self.to_g.weight.dtype)
 
     def _lattice(self, memory: Memory, tgt_in: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
