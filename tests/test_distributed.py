@@ -90,7 +90,7 @@ def test_one_update_on_two_gloo_ranks_equals_one_update_on_one_rank(test_config,
     assert worst <= 1e-6  # float tolerance (observed: 0.0, bit-identical)
     assert _rows(tmp_path / "one/train_log.csv") == _rows(tmp_path / "two/train_log.csv")  # same loss, same tokens
     written = sorted(p.name for p in (tmp_path / "two").iterdir())
-    assert written == ["checkpoint.pt", "filter.json", "resume", "tb", "train_log.csv"]
+    assert written == ["checkpoint.pt", "filter.json", "resume", "tb", "train.lock", "train_log.csv"]  # rank 0's
     assert len(list((tmp_path / "two/tb").iterdir())) == 1  # rank 0 alone logs
     rngs = load_checkpoint(tmp_path / "two/resume/last.pt")["rng"]
     assert len(rngs) == 2 and not torch.equal(rngs[0]["torch"], rngs[1]["torch"])  # each rank's own generator
