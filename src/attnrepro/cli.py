@@ -176,6 +176,7 @@ def _report_verbs(verb: Callable[[str, Callable, str], argparse.ArgumentParser])
     p.add_argument("--caption", required=True)
 
     p = verb("estimate", cmd_estimate, "parameters, training FLOPs (6 N D) and GPU-hours of every model")
+    p.add_argument("--overlay", nargs="+", default=[], help="configs merged over --config, as Snakemake merges")
     p.add_argument("--out", help="also write the table to this CSV file (default: print only, write nothing)")
 
 

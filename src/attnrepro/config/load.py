@@ -306,13 +306,26 @@ def check_mirror(cfg: Config) -> None:
         raise ConfigError(f"data.{section}.mirror: {mirror} is not a folder{where}")
 
 
-def load_config(path: str | Path) -> Config:
-    """Read, validate and build a config file; every problem with it is a `ConfigError` naming the file."""
-    path = Path(path)
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+def merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """`overlay` over `base`, mappings merged key by key, anything else replaced: what Snakemake does with a
+    second --configfile (snakemake.utils.update_config)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load_config(path: str | Path, *overlays: str | Path) -> Config:
+    """Read, validate and build a config file, with `overlays` merged over it as Snakemake merges further
+    --configfile files; every problem with them is a `ConfigError` naming the file (the last, for a merge)."""
+    raw: Any = {}
+    files = [Path(path), *(Path(o) for o in overlays)]
+    for file in files:
+        data = read_yaml(file)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{file}: expected a mapping at the top level")
+        raw = merged(raw, data)
     try:
         return from_dict(raw)
     except ConfigError as err:
-        raise ConfigError(f"{path}: {err}") from err
+        raise ConfigError(f"{' + '.join(map(str, files))}: {err}") from err

@@ -282,6 +282,7 @@ class EvaluateConfig:
     bootstrap_resamples: int = 1000  # 0: no confidence intervals
     bootstrap_seed: int = 12345  # sacreBLEU's default SACREBLEU_SEED
     bleu_lc_tok: bool = False  # also lowercased tokenized BLEU on lc.norm.tok text (the Multi30k literature's)
+    length_bleu: str = "sacrebleu"  # sacrebleu | tokenized: the score of Fig. 2 and the by-length tables
 
 
 @dataclass(frozen=True)

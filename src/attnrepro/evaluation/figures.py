@@ -24,6 +24,7 @@ from attnrepro.evaluation.plots import (
     training_curves_figure,
 )
 from attnrepro.evaluation.runs import TrainingLogs, read_bleu_by_length, read_checkpoints, training_length
+from attnrepro.evaluation.scoring import LENGTH_BLEU
 from attnrepro.evaluation.tables import DIVERGED
 from attnrepro.models import has_attention
 
@@ -73,7 +74,8 @@ def write_bleu_by_length_figure(
     full_run = is_full_run_of(cfg, fig2["dataset"])
     points = fig2_paper_points(cfg, papers)
     title = f"BLEU by source sentence length, {cfg.dataset} test set\n(cf. Bahdanau et al. 2014, Fig. 2)"
-    save(bleu_by_length_figure(table, texts, title, dashed(cfg), points), out_stem)
+    metric = LENGTH_BLEU[cfg.evaluate.length_bleu]
+    save(bleu_by_length_figure(table, texts, title, dashed(cfg), points, metric), out_stem)
     findings = cap.bleu_by_length_findings(table, texts)
     if not points:
         findings.append(

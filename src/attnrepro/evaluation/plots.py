@@ -50,8 +50,10 @@ def bleu_by_length_figure(
     title: str,
     dashed: Sequence[str] = (),
     paper_points: dict[str, Sequence[Sequence[float]]] | None = None,
+    metric: str = "sacreBLEU",
 ) -> Figure:
-    """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model.
+    """Bahdanau et al. 2014, Fig. 2: BLEU against source sentence length, one line per model (`metric` names
+    the score, for the axis).
 
     table: rows model, bucket_lo, bucket_hi, bleu, and where known bleu_ci_lo/bleu_ci_hi (95 % bootstrap
     interval: error bars) and n_runs, band_lo/band_hi (a model trained once per seed: bleu is the mean over its
@@ -86,7 +88,7 @@ def bleu_by_length_figure(
     ax.set_xticks(edges)
     ax.set_xlim(edges[0], edges[-1])
     ax.set_xlabel("Sentence length (source words)", fontsize=11)
-    ax.set_ylabel("BLEU score (sacreBLEU, per length bucket)", fontsize=11)
+    ax.set_ylabel(f"BLEU score ({metric}, per length bucket)", fontsize=11)
     ax.set_title(title, fontsize=11)
     highest = [table[c] for c in ("bleu", hi) if c in table]
     ax.set_ylim(0, max(5.0, float(np.nanmax(pd.concat(highest))) * 1.08))

@@ -77,6 +77,11 @@ def read_bleu_by_length(cfg: Config, results: Path) -> pd.DataFrame:
         for column in ("bleu_ci_lo", "bleu_ci_hi"):
             if column not in frame:
                 frame[column] = math.nan
+        if cfg.evaluate.length_bleu == "tokenized":  # the score the by-length tables and Fig. 2 show, as `bleu`
+            if "bleu_tokenized" not in frame:
+                raise DataError(f"{path}: no bleu_tokenized column (evaluate.length_bleu: tokenized); score again")
+            for suffix in ("", "_ci_lo", "_ci_hi"):
+                frame[f"bleu{suffix}"] = frame[f"bleu_tokenized{suffix}"]
         run = {"model": name, "base": m.base, "seed": m.train.seed, "label": m.label}
         frames.append(pd.concat([pd.DataFrame([run] * len(frame)), frame], axis=1))
     return pd.concat(frames, ignore_index=True)

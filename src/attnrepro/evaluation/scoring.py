@@ -69,6 +69,10 @@ LC_TOK_PROCEDURE = (
     "lowercase.perl | normalize-punctuation.perl -l {lang} | tokenizer.perl -l {lang} (Moses 3a0631a, "
     "multi30k/dataset scripts/task1-tokenize.sh; through sacremoses), then multi-bleu.perl's BLEU"
 )
+LENGTH_BLEU = {  # evaluate.length_bleu -> what Fig. 2's axis and the by-length tables call their score
+    "sacrebleu": "sacreBLEU",
+    "tokenized": "tokenized BLEU (multi-bleu.perl)",
+}
 BOOTSTRAP_CONFIDENCE = 0.95  # the bounds below are sacreBLEU's: 1/40 of the resamples cut from each end
 RESAMPLE_CHUNK = 100  # resamples drawn at once: 3 x 100 x n_sentences x 8 bytes (7 MB for newstest2014)
 SCORE_LABELS = {  # what each score in bleu.json is, for people and table headers

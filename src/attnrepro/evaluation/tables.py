@@ -45,6 +45,7 @@ from attnrepro.evaluation.runs import (
     read_bleu_by_length,
     read_checkpoints,
 )
+from attnrepro.evaluation.scoring import LENGTH_BLEU
 
 FLOPS_NOTE = (
     "Our training FLOPs are an estimate: 6 x parameters x tokens seen (source + target tokens of every "
@@ -354,10 +355,10 @@ BAND_NOTE = (
 )
 
 
-def by_length_note(table: pd.DataFrame, length_unit: str | None = None) -> str:
+def by_length_note(table: pd.DataFrame, length_unit: str | None = None, metric: str = "sacreBLEU") -> str:
     """What the BLEU-by-length cells are."""
     unit = f" (length unit: {length_unit})" if length_unit else ""
-    note = f"sacreBLEU of each (lo, hi] bucket of source sentence length{unit}; the numbers behind Fig. 2."
+    note = f"{metric} of each (lo, hi] bucket of source sentence length{unit}; the numbers behind Fig. 2."
     if has_seeds(table):
         return f"{note} {BAND_NOTE}"
     return note + (f" {CI_NOTE}" if table["bleu_ci_lo"].notna().any() else "")
@@ -431,7 +432,8 @@ def write_tables(cfg: Config, results: Path, tables: Path, captions: Path, train
     refuse_unmarked_non_finite(runs, str(tables / "bleu_by_length"))
     by_length = bleu_by_length_aggregate(runs)
     wide = bleu_by_length_wide(by_length)
-    note = by_length_note(by_length, next(iter(scores.values())).get("length_unit"))
+    metric = LENGTH_BLEU[cfg.evaluate.length_bleu]
+    note = by_length_note(by_length, next(iter(scores.values())).get("length_unit"), metric)
     note = f"{warning} {note}" if warning else note
     title = f"BLEU by source sentence length, {cfg.dataset} test set"
     write_table(wide, tables / "bleu_by_length", title, note, {c: (c, "{}") for c in wide.columns}, long_form=runs)

@@ -44,7 +44,7 @@ def cmd_estimate(args: argparse.Namespace) -> None:
     """A query: prints the bill; writes a file only when --out names one."""
     from attnrepro.training.estimate import budget_notes, estimate, format_budget, write_budget
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, *args.overlay)
     rows = [estimate(cfg, name) for name in cfg.models]
     measured = sum(r.priced_from.startswith("measured") for r in rows)
     print(f"{cfg.dataset}: GPU-hours of {measured} of {len(rows)} models from their measured tokens/s on one GPU "
