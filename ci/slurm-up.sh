@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster with accounting on this machine, for the tests marked `slurm`.
+# Run by hand (docs/cluster.md, "Test cluster") and by .ci/run, the CI entry point (.ci/ holds only that).
 #
 #   bash ci/slurm-up.sh          # install (Debian/Ubuntu), configure, start; idempotent
 #   bash ci/slurm-up.sh --down   # stop the daemons this script started

@@ -11,6 +11,7 @@ from itertools import takewhile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO
 
@@ -63,9 +64,17 @@ def test_readme_first_screen_has_the_two_commands():
 
 
 def test_readme_first_screen_has_the_first_look_and_the_smoke_run():
-    """After the two set-up commands: Bahdanau's Fig. 2 in minutes, and the whole DAG on the toy config."""
-    quick = [shlex.split(c, comments=True) for c in _commands()[2:]]
-    assert ["snakemake", "--cores", "2", "--configfile", "config/first_look.yaml"] in quick
+    """After the two set-up commands: the first look written out (command 1's install, Bahdanau's Fig. 2 in
+    minutes, its check against the committed table), and the whole DAG on the toy config."""
+    commands = _commands()
+    quick = [shlex.split(c, comments=True) for c in commands[2:]]
+    assert commands[0].removesuffix(" && snakemake --cores 2") in commands[2:]  # the install, verbatim
+    first_look = ["snakemake", "--cores", "2", "--configfile", "config/first_look.yaml"]
+    compare = ["attnrepro", "compare", "--reference", "docs/figures/bleu_by_length.csv",
+               "--table", "results/synthetic/tables/bleu_by_length_band.csv", "--allow-missing"]  # fmt: skip
+    assert first_look in quick and compare in quick and quick.index(first_look) < quick.index(compare)
+    dataset = yaml.safe_load((REPO / "config/first_look.yaml").read_text())["dataset"]
+    assert compare[5] == f"results/{dataset}/tables/bleu_by_length_band.csv"  # the first look's own table
     assert ["snakemake", "--cores", "2", "--configfile", "config/test.yaml"] in quick
 
 
@@ -156,7 +165,7 @@ def test_readme_command_1_installs_no_executor_plugin(readme_install):
         # Snakemake 9 refuses a local run without --cores even when nothing is to be done
         ("snakemake", _figures_with_a_config(), "Nothing to be done"),  # as the README shows it
         ("attnrepro", ["params", "--config", "config/config.yaml", "--model", "rnnsearch50"], "rnnsearch50: rnnsearch"),
-        ("attnrepro", ["estimate", "--config", "config/wmt14_en_fr.yaml"], "GPU-hours"),
+        ("attnrepro", ["estimate", "--config", "config/wmt14_en_fr.yaml"], "GPU-hours"),  # docs/cluster.md's
         *[("snakemake", ["-n", "--configfile", f"config/{c.name}"], "This was a dry-run") for c in CONFIGS],
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
