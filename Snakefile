@@ -9,7 +9,7 @@ import sys
 
 from snakemake.utils import min_version
 
-from attnrepro.config import check_config_files, validate
+from attnrepro.config import anchor_paths, check_config_files, validate
 from attnrepro.training.launch import pass_interrupts_to_jobs
 
 min_version("8.20")
@@ -31,6 +31,9 @@ if not workflow.overwrite_configfiles:
 
 # Snakemake's YAML loader keeps the last of a key given twice without a word: refuse it, naming both lines.
 CONFIG_FILES = check_config_files(workflow.configfiles)
+# The files a config names beside it (Europarl's manifest, its committed test sample) are read against the
+# config file's folder, whatever the working directory.
+anchor_paths(config, CONFIG_FILES)
 # snakemake.utils.validate against workflow/schemas/ (defaults filled in place); a violation is one line naming the key
 validate(config)
 

@@ -261,3 +261,17 @@ def test_the_whole_dag_on_three_days_of_the_corpus(tmp_path):
         assert all(r["bleu_tokenized"] != "" and r["bleu_tokenized_ci_lo"] != "" for r in rows)
     assert (results / "figures" / "bleu_by_length.png").stat().st_size > 10_000
     assert "Transducer-50" in (results / "tables" / "table1.md").read_text()
+
+
+def test_the_files_a_config_names_are_read_beside_it_from_any_working_directory(tmp_path, monkeypatch):
+    """The shipped config names its manifest and test sample beside itself: read from another folder (and in an
+    overlay that names its own manifest, beside the overlay), the paths resolve, and the jobs' copy is absolute."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(CONFIG).europarl
+    assert Path(cfg.manifest) == MANIFEST and Path(cfg.test.ids) == SAMPLE_IDS
+    (tmp_path / "overlay").mkdir()
+    (tmp_path / "overlay" / "mine.tsv").write_text(MANIFEST.read_text())
+    overlay = tmp_path / "overlay" / "o.yaml"
+    overlay.write_text("data:\n  europarl:\n    manifest: mine.tsv\n")
+    cfg = load_config(CONFIG, overlay).europarl
+    assert Path(cfg.manifest) == tmp_path / "overlay" / "mine.tsv" and Path(cfg.test.ids) == SAMPLE_IDS

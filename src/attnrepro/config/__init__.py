@@ -11,6 +11,7 @@ module needs. Importing this package loads no torch and no matplotlib.
 from attnrepro.config import types
 from attnrepro.config.load import (
     SCHEMA_PATH,
+    anchor_paths,
     check_config_files,
     check_mirror,
     from_dict,
@@ -25,6 +26,7 @@ from attnrepro.errors import ConfigError
 __all__ = [
     "SCHEMA_PATH",
     "ConfigError",
+    "anchor_paths",
     "check_config_files",
     "check_mirror",
     "from_dict",

@@ -306,6 +306,31 @@ def check_mirror(cfg: Config) -> None:
         raise ConfigError(f"data.{section}.mirror: {mirror} is not a folder{where}")
 
 
+FILE_KEYS = (  # files a config names that travel with it: a relative path is relative to the config file's folder
+    ("data", "europarl", "manifest"),
+    ("data", "europarl", "test", "ids"),
+    ("data", "europarl", "valid", "ids"),
+)
+
+
+def anchor_paths(raw: dict[str, Any], files: dict[Path, Any]) -> dict[str, Any]:
+    """`raw` (the merged config) with every FILE_KEYS path that is relative made absolute against the folder of
+    the config file that gave it (the last one to give it, as the merge keeps the last), in place; so the
+    config reads the same from any working directory and the jobs' copy in results/ names the same files."""
+    for keys in FILE_KEYS:
+        for path, data in files.items():
+            value = _get(data, keys)
+            if isinstance(value, str) and not Path(value).is_absolute() and _get(raw, keys) == value:
+                _get(raw, keys[:-1])[keys[-1]] = str((path.parent / value).resolve())
+    return raw
+
+
+def _get(data: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
 def merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     """`overlay` over `base`, mappings merged key by key, anything else replaced: what Snakemake does with a
     second --configfile (snakemake.utils.update_config)."""
@@ -319,12 +344,12 @@ def load_config(path: str | Path, *overlays: str | Path) -> Config:
     """Read, validate and build a config file, with `overlays` merged over it as Snakemake merges further
     --configfile files; every problem with them is a `ConfigError` naming the file (the last, for a merge)."""
     raw: Any = {}
-    files = [Path(path), *(Path(o) for o in overlays)]
-    for file in files:
-        data = read_yaml(file)
+    files = {Path(file): read_yaml(file) for file in (path, *overlays)}
+    for file, data in files.items():
         if not isinstance(data, dict):
             raise ConfigError(f"{file}: expected a mapping at the top level")
         raw = merged(raw, data)
+    anchor_paths(raw, files)
     try:
         return from_dict(raw)
     except ConfigError as err:
