@@ -1,6 +1,8 @@
-"""Diagonal attention: the "two cursors moving in sync" of the e-mail behind Bahdanau et al. 2014.
+"""Diagonal attention: the "two cursors moving at the same time synchronously (effectively hard-coded diagonal
+attention)" of the e-mail behind Bahdanau et al. 2014 (Bahdanau to Karpathy, published by Karpathy on X on
+3 December 2024; docs/papers.md).
 
-Before the learned alignment model, the design that "worked a bit" was a hard-coded one: a
+Before the learned alignment model, the design that "sort of worked" was a hard-coded one: a
 cursor over the source advancing in step with the cursor over the target, so that target
 position i reads source position ≈ i·T_x/T_y. The model is RNNsearch in every other respect
 (BiGRU annotations, GRU decoder, maxout deep output); only the alignment model of eq. (6)
