@@ -355,6 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, help="timed repeats, the median reported (3; --tiny 1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads on a CPU (the embedded default trains on 1)")
     ap.add_argument("--budget-s", type=float, default=float("inf"), help="start no variant after this many seconds")
+    ap.add_argument("--keep-denormals", action="store_true", help="CPU: compute with subnormal floats, as training "
+                    "did before it flushed them to zero (the difference is the measurement)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "benchmarks" / "gpu_train.jsonl")
     args = ap.parse_args(argv)
     for key, full, tiny in (("warmup", 3, 1), ("steps", 5, 2), ("repeats", 3, 1)):
@@ -362,6 +364,7 @@ def main(argv: list[str] | None = None) -> None:
             setattr(args, key, tiny if args.tiny else full)
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
+        torch.set_flush_denormal(not args.keep_denormals)  # as training does (training/loop.py)
     args.date = datetime.now(timezone.utc).date().isoformat()
     args.commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip() or "(commit unknown)"  # fmt: skip

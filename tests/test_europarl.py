@@ -260,6 +260,10 @@ def test_the_whole_dag_on_three_days_of_the_corpus(tmp_path):
         assert [int(r["n_sentences"]) for r in rows] == [4, 4, 4, 4]
         assert all(r["bleu_tokenized"] != "" and r["bleu_tokenized_ci_lo"] != "" for r in rows)
     assert (results / "figures" / "bleu_by_length.png").stat().st_size > 10_000
+    by_length = list(csv.DictReader((results / "tables" / "bleu_by_length.csv").read_text().splitlines()))
+    assert len(by_length) == 5 * 4  # Fig. 2's numbers: tokenized BLEU (evaluate.length_bleu), sacreBLEU beside it
+    assert all(r["bleu"] == r["bleu_tokenized"] and r["bleu_sacrebleu"] != "" for r in by_length)
+    assert "tokenized BLEU (multi-bleu.perl) of each" in (results / "tables" / "bleu_by_length.md").read_text()
     assert "Transducer-50" in (results / "tables" / "table1.md").read_text()
 
 

@@ -80,7 +80,8 @@ def read_bleu_by_length(cfg: Config, results: Path) -> pd.DataFrame:
         if cfg.evaluate.length_bleu == "tokenized":  # the score the by-length tables and Fig. 2 show, as `bleu`
             if "bleu_tokenized" not in frame:
                 raise DataError(f"{path}: no bleu_tokenized column (evaluate.length_bleu: tokenized); score again")
-            for suffix in ("", "_ci_lo", "_ci_hi"):
+            for suffix in ("", "_ci_lo", "_ci_hi"):  # sacreBLEU kept beside it, under its name
+                frame[f"bleu_sacrebleu{suffix}"] = frame[f"bleu{suffix}"]
                 frame[f"bleu{suffix}"] = frame[f"bleu_tokenized{suffix}"]
         run = {"model": name, "base": m.base, "seed": m.train.seed, "label": m.label}
         frames.append(pd.concat([pd.DataFrame([run] * len(frame)), frame], axis=1))
