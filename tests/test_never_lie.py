@@ -24,8 +24,10 @@ from test_user_errors import RESULTS, TEST_YAML, attnrepro, snapshot
 
 from attnrepro.config import load_config
 from attnrepro.config.constraints import RESERVED_NAMES, RESULT_FOLDERS, RULE_NAMES
+from attnrepro.data.batching import Corpus
+from attnrepro.data.tokenize import load_tokenizer
 from attnrepro.errors import DataError
-from attnrepro.training.checkpoint import UNFINGERPRINTED
+from attnrepro.training.checkpoint import UNFINGERPRINTED, tokenizer_fingerprint
 
 from conftest import REPO, snakemake
 
@@ -633,6 +635,45 @@ def test_train_refuses_ids_of_another_tokenizer_naming_the_file(tmp_path, tiny_c
         out.stderr,
     )
     assert line and int(line.group(2)) >= 120, out.stderr
+    assert not (tmp_path / "run/checkpoint.pt").exists()
+
+
+def test_train_refuses_a_corpus_encoded_by_another_tokenizer_of_the_same_sizes(tmp_path, tiny_corpus):
+    """A tokenizer of the same sizes learnt from the first half of the training text: every id is inside the
+    vocabulary, so the ids check cannot see it; before, the model trained on other pieces than the tokenizer
+    decodes, without a word. The .npz says which tokenizer encoded it (its files' sha256), and train checks it
+    against --tokenizer-dir."""
+    data, half = tiny_corpus / "data", tmp_path / "half"
+    half.mkdir()
+    for side in ("src", "tgt"):
+        lines = (data / f"train.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (half / f"train.{side}").write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    made = attnrepro("tokenizer", "--config", str(TEST_YAML), "--name", "spm", "--src", str(half / "train.src"),
+                     "--tgt", str(half / "train.tgt"), "--out-dir", str(half))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    spec = load_config(TEST_YAML).tokenizer
+    sizes = [
+        len(load_tokenizer(spec, d / f"{side}.model"))
+        for d in (half, tiny_corpus / "tokenizer")
+        for side in ("src", "tgt")
+    ]
+    assert sizes[:2] == sizes[2:], sizes  # the same sizes: only the stamp can tell them apart
+    for split, tok_dir in (("train", half), ("valid", tiny_corpus / "tokenizer")):
+        encoded = attnrepro("encode", "--config", str(TEST_YAML), "--name", "spm", "--tokenizer-dir", str(tok_dir),
+                            "--src", str(data / f"{split}.src"), "--tgt", str(data / f"{split}.tgt"), "--out",
+                            str(tmp_path / f"{split}.npz"))  # fmt: skip
+        assert encoded.returncode == 0, encoded.stderr
+    here, other = tokenizer_fingerprint(tiny_corpus / "tokenizer"), tokenizer_fingerprint(half)
+    assert Corpus.load(tmp_path / "train.npz").tokenizer == {k: other[k] for k in ("src.model", "tgt.model")}
+    train = ["train", "--config", str(TEST_YAML), "--model", "rnnsearch10", "--tokenizer-dir",
+             str(tiny_corpus / "tokenizer"), "--valid", str(tmp_path / "valid.npz"), "--no-progress"]  # fmt: skip
+    out = attnrepro(*train, "--train", str(tmp_path / "train.npz"), "--out-dir", str(tmp_path / "run"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr == (
+        f"attnrepro train: error: {tmp_path / 'train.npz'}: encoded with a tokenizer whose src.model and tgt.model "
+        f"sha256 are {other['src.model']}, {other['tgt.model']}, but the tokenizer in {tiny_corpus / 'tokenizer'} "
+        f"has {here['src.model']}, {here['tgt.model']}: encode it with this one\n"
+    )
     assert not (tmp_path / "run/checkpoint.pt").exists()
 
 

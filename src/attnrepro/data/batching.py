@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnrepro.data.tokenize import BOS, EOS, PAD
+from attnrepro.data.tokenize import BOS, EOS, PAD, STAMP, STAMP_KEYS
 from attnrepro.errors import DataError
 
 # A run's random streams are numpy SeedSequences of train.seed, each with a spawn key of its own, whose first
@@ -25,15 +25,38 @@ class Corpus:
     src_offsets: np.ndarray
     tgt_ids: np.ndarray
     tgt_offsets: np.ndarray
+    tokenizer: dict[str, str] | None = None  # what it was encoded with (`encode_corpus`), when it says
 
     @classmethod
-    def load(cls, path: Path, vocab: tuple[int, int] | None = None, vocab_from: str = "the tokenizer") -> Corpus:
-        """The corpus in `path`; given the (source, target) vocabulary sizes, ids outside them raise (`check_ids`)."""
+    def load(
+        cls,
+        path: Path,
+        vocab: tuple[int, int] | None = None,
+        vocab_from: str = "the tokenizer",
+        tokenizer: dict[str, str] | None = None,
+    ) -> Corpus:
+        """The corpus in `path`; given the (source, target) vocabulary sizes, ids outside them raise (`check_ids`);
+        given the fingerprint of the tokenizer it is read with, a corpus encoded with another raises."""
         with np.load(path) as f:
-            corpus = cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"])
+            stamp = dict(zip(STAMP_KEYS, map(str, f[STAMP]))) if STAMP in f.files else None
+            corpus = cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"], stamp)
         if vocab is not None:
             corpus.check_ids(path, vocab, vocab_from)
+        if tokenizer is not None:
+            corpus.check_tokenizer(path, tokenizer)
         return corpus
+
+    def check_tokenizer(self, path: Path, tokenizer: dict[str, str]) -> None:
+        """A `DataError` naming the file and both tokenizers' sha256 when the corpus says it was encoded with
+        another tokenizer than `tokenizer`: ids of one vocabulary read with another of the same size are other
+        words, and a model trained on them learns nothing, without an error. A corpus that says nothing passes."""
+        saved = self.tokenizer
+        differ = [name for name in STAMP_KEYS if saved and saved[name] != tokenizer[name]]
+        if differ:
+            raise DataError(f"{path}: encoded with a tokenizer whose {' and '.join(differ)} sha256 "
+                            f"{'are' if len(differ) > 1 else 'is'} {', '.join(saved[n] for n in differ)}, but the "
+                            f"tokenizer in {tokenizer['folder']} has {', '.join(tokenizer[n] for n in differ)}: "
+                            "encode it with this one")  # fmt: skip
 
     def check_ids(self, path: Path, vocab: tuple[int, int], vocab_from: str = "the tokenizer") -> None:
         """A `DataError` naming the file, the side, the sentence and both numbers when an id is not an entry of

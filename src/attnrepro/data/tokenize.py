@@ -296,14 +296,25 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")
+# What an .npz says it was encoded with: its tokenizer's files' sha256 (not the folder: the bytes stay the same
+# wherever the tokenizer lies, and the run fingerprint hashes them)
+STAMP, STAMP_KEYS = "tokenizer", ("src.model", "tgt.model")
 
 
 def encode_corpus(
-    src_tok: Tokenizer, tgt_tok: Tokenizer, src_text: Path, tgt_text: Path, out: Path, processes: int = 1
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    src_text: Path,
+    tgt_text: Path,
+    out: Path,
+    processes: int = 1,
+    tokenizer: dict[str, str] | None = None,
 ) -> int:
     """Encode a parallel corpus into one .npz (src_ids, src_offsets, tgt_ids, tgt_offsets), streaming:
     chunks of lines are encoded in `processes` processes, their ids appended in order to temporary
-    files, then copied into the archive. Returns the pair count."""
+    files, then copied into the archive. `tokenizer` (`checkpoint.tokenizer_fingerprint` of the folder the
+    tokenizers came from) is stored beside them as `tokenizer`, so that a reader given another tokenizer of
+    the same sizes can tell (`Corpus.load`). Returns the pair count."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
         parts = {name: Path(tmp) / name for name in ARRAYS}
@@ -329,6 +340,9 @@ def encode_corpus(
                 dtype = dtypes.get(name, np.dtype(np.int64))
                 with archive.open(f"{name}.npy", "w", force_zip64=True) as member, open(path, "rb") as raw:
                     _write_npy(member, raw, dtype, lengths[name])
+            if tokenizer is not None:
+                with archive.open(f"{STAMP}.npy", "w") as member:
+                    np.lib.format.write_array(member, np.array([tokenizer[k] for k in STAMP_KEYS]))
         os.replace(tmp_out, out)
     return lengths["src_offsets"] - 1
 

@@ -148,8 +148,8 @@ class Trainer:
         self.evaluated = self.model if self.ema is None else self.ema.module  # validated, kept and translated
 
         vocab_from = f"the tokenizer in {tokenizer['folder']}" if tokenizer else "the tokenizer given"
-        self.corpus = Corpus.load(train_path, vocab, vocab_from)
-        self.valid = Corpus.load(valid_path, vocab, vocab_from)
+        self.corpus = Corpus.load(train_path, vocab, vocab_from, tokenizer)
+        self.valid = Corpus.load(valid_path, vocab, vocab_from, tokenizer)
         self.valid_pairs, valid_notes = validation_pairs(self.valid, valid_path, self.tc)
         for note in valid_notes if ranks.is_main else ():
             print(f"{mc.name}: {note}", flush=True)

@@ -74,11 +74,13 @@ def cmd_tokenizer(args: argparse.Namespace) -> None:
 
 def cmd_encode(args: argparse.Namespace) -> None:
     from attnrepro.data.tokenize import encode_corpus, load_tokenizer_pair
+    from attnrepro.training.checkpoint import tokenizer_fingerprint
 
     cfg = load_config(args.config)
-    spec = cfg.tokenizer_named(args.name)
-    src_tok, tgt_tok = load_tokenizer_pair(spec, Path(args.tokenizer_dir), cfg.languages)
-    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out), args.threads)
+    spec, tok_dir = cfg.tokenizer_named(args.name), Path(args.tokenizer_dir)
+    src_tok, tgt_tok = load_tokenizer_pair(spec, tok_dir, cfg.languages)
+    stamp = tokenizer_fingerprint(tok_dir)  # train refuses the corpus with another tokenizer of the same sizes
+    n = encode_corpus(src_tok, tgt_tok, Path(args.src), Path(args.tgt), Path(args.out), args.threads, stamp)
     print(f"{args.out}: {n} sentence pairs")
 
 
