@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnrepro.data.tokenize import BOS, EOS, PAD, STAMP, STAMP_KEYS
+from attnrepro.data.tokenize import BOS, EOS, PAD, STAMP, TOKENIZER_FILES, tokenizer_differences
 from attnrepro.errors import DataError
 
 # A run's random streams are numpy SeedSequences of train.seed, each with a spawn key of its own, whose first
@@ -38,7 +38,7 @@ class Corpus:
         """The corpus in `path`; given the (source, target) vocabulary sizes, ids outside them raise (`check_ids`);
         given the fingerprint of the tokenizer it is read with, a corpus encoded with another raises."""
         with np.load(path) as f:
-            stamp = dict(zip(STAMP_KEYS, map(str, f[STAMP]))) if STAMP in f.files else None
+            stamp = dict(zip(TOKENIZER_FILES, map(str, f[STAMP]))) if STAMP in f.files else None
             corpus = cls(f["src_ids"], f["src_offsets"], f["tgt_ids"], f["tgt_offsets"], stamp)
         if vocab is not None:
             corpus.check_ids(path, vocab, vocab_from)
@@ -50,8 +50,7 @@ class Corpus:
         """A `DataError` naming the file and both tokenizers' sha256 when the corpus says it was encoded with
         another tokenizer than `tokenizer`: ids of one vocabulary read with another of the same size are other
         words, and a model trained on them learns nothing, without an error. A corpus that says nothing passes."""
-        saved = self.tokenizer
-        differ = [name for name in STAMP_KEYS if saved and saved[name] != tokenizer[name]]
+        saved, differ = self.tokenizer, tokenizer_differences(self.tokenizer, tokenizer)
         if differ:
             raise DataError(f"{path}: encoded with a tokenizer whose {' and '.join(differ)} sha256 "
                             f"{'are' if len(differ) > 1 else 'is'} {', '.join(saved[n] for n in differ)}, but the "

@@ -296,9 +296,16 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 ARRAYS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")
-# What an .npz says it was encoded with: its tokenizer's files' sha256 (not the folder: the bytes stay the same
+TOKENIZER_FILES = ("src.model", "tgt.model")  # a tokenizer's files; their sha256 name it (tokenizer_fingerprint)
+# The .npz member that says which tokenizer encoded it: its files' sha256 (not the folder: the bytes stay the same
 # wherever the tokenizer lies, and the run fingerprint hashes them)
-STAMP, STAMP_KEYS = "tokenizer", ("src.model", "tgt.model")
+STAMP = "tokenizer"
+
+
+def tokenizer_differences(saved: dict[str, str] | None, now: dict[str, str]) -> list[str]:
+    """The tokenizer files whose sha256 in a recorded fingerprint (`saved`) differ from `now`'s; none when
+    nothing was recorded (a file written before fingerprints)."""
+    return [name for name in TOKENIZER_FILES if saved and saved.get(name) != now[name]]
 
 
 def encode_corpus(
@@ -342,7 +349,7 @@ def encode_corpus(
                     _write_npy(member, raw, dtype, lengths[name])
             if tokenizer is not None:
                 with archive.open(f"{STAMP}.npy", "w") as member:
-                    np.lib.format.write_array(member, np.array([tokenizer[k] for k in STAMP_KEYS]))
+                    np.lib.format.write_array(member, np.array([tokenizer[k] for k in TOKENIZER_FILES]))
         os.replace(tmp_out, out)
     return lengths["src_offsets"] - 1
 

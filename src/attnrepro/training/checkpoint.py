@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from attnrepro.config import ModelConfig
+from attnrepro.data.tokenize import TOKENIZER_FILES, tokenizer_differences
 from attnrepro.errors import DataError
 from attnrepro.models import build_model
 from attnrepro.models.base import Seq2SeqModel
@@ -75,8 +76,7 @@ def load_checkpoint(path: Path, required: tuple[str, ...] = ("model",)) -> dict[
 def tokenizer_fingerprint(folder: Path) -> dict[str, str]:
     """What a checkpoint records of the tokenizer it was trained with: the sha256 (16 digits) of its
     src.model and tgt.model, and the folder, for the message that names it."""
-    return {"src.model": file_sha256(folder / "src.model")[:16], "tgt.model": file_sha256(folder / "tgt.model")[:16],
-            "folder": str(folder)}  # fmt: skip
+    return {name: file_sha256(folder / name)[:16] for name in TOKENIZER_FILES} | {"folder": str(folder)}
 
 
 def check_trained_with(ckpt: dict[str, Any], path: Path, tokenizer_dir: Path, vocab: tuple[int, int]) -> None:
@@ -91,7 +91,7 @@ def check_trained_with(ckpt: dict[str, Any], path: Path, tokenizer_dir: Path, vo
                         f"but --tokenizer-dir {tokenizer_dir} has {vocab[0]}/{vocab[1]}: use the tokenizer it was "
                         "trained with")  # fmt: skip
     now = tokenizer_fingerprint(tokenizer_dir)
-    differ = [name for name in ("src.model", "tgt.model") if saved and saved.get(name) != now[name]]
+    differ = tokenizer_differences(saved, now)
     if differ:
         raise DataError(f"{path}: trained with the tokenizer in {saved['folder']} ({', '.join(differ)} sha256 "
                         f"{', '.join(saved[n] for n in differ)}), but --tokenizer-dir {tokenizer_dir} holds another "
