@@ -45,116 +45,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_train import Setup, count_update, models_to_measure  # noqa: E402  (a sibling benchmark)
 
 ROOT = Path(__file__).resolve().parent.parent
+# fmt: off
 CLASSES = {  # by the op's name, without `aten::` and leading underscores; a prefix before `_` counts (`tanh_backward`)
     "matmul": ("mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "addmm_activation"),
     "attention (SDPA)": ("scaled_dot_product",),
     "recurrence (oneDNN)": ("mkldnn_rnn",),  # the LSTM's fused kernel: its FLOPs are not counted
     "softmax+loss": ("softmax", "log_softmax", "nll_loss", "cross_entropy", "logsumexp", "logcumsumexp"),
-    "memory": (
-        "copy",
-        "cat",
-        "stack",
-        "index",
-        "embedding",
-        "zero",
-        "fill",
-        "empty",
-        "zeros",
-        "clone",
-        "contiguous",
-        "gather",
-        "scatter",
-        "select",
-        "slice",
-        "narrow",
-        "masked_fill",
-        "to_copy",
-        "ones",
-        "new",
-        "full",
-        "as_strided",
-        "unbind",
-        "split",
-        "where",
-        "flip",
-        "t",
-        "transpose",
-        "view",
-        "unsafe_view",
-        "reshape",
-        "expand",
-        "permute",
-        "unsqueeze",
-        "squeeze",
-        "alias",
-        "detach",
-        "resize",
-        "roll",
-        "pad",
-        "constant_pad_nd",
-        "repeat",
-        "chunk",
-        "to",
-        "lift_fresh",
-        "set",
-        "cumsum",
-    ),  # fmt: skip
-    "elementwise": (
-        "add",
-        "mul",
-        "sub",
-        "div",
-        "sigmoid",
-        "tanh",
-        "relu",
-        "exp",
-        "log",
-        "neg",
-        "rsub",
-        "max",
-        "maximum",
-        "min",
-        "minimum",
-        "sum",
-        "mean",
-        "dropout",
-        "bernoulli",
-        "native_layer_norm",
-        "pow",
-        "sqrt",
-        "rsqrt",
-        "threshold",
-        "clamp",
-        "abs",
-        "amax",
-        "fused_dropout",
-        "gelu",
-        "norm",
-        "linalg",
-        "bitwise",
-        "logical",
-        "eq",
-        "ne",
-        "ge",
-        "gt",
-        "le",
-        "lt",
-        "softplus",
-        "addcmul",
-        "addcdiv",
-        "lerp",
-        "foreach",
-        "sign",
-        "reciprocal",
-        "square",
-        "prod",
-        "glu",
-        "isfinite",
-        "isnan",
-        "nan_to_num",
-        "mse_loss",
-    ),  # fmt: skip
+    "memory": ("copy", "cat", "stack", "index", "embedding", "zero", "fill", "empty", "zeros", "clone", "contiguous",
+               "gather", "scatter", "select", "slice", "narrow", "masked_fill", "to_copy", "ones", "new", "full",
+               "as_strided", "unbind", "split", "where", "flip", "t", "transpose", "view", "unsafe_view", "reshape",
+               "expand", "permute", "unsqueeze", "squeeze", "alias", "detach", "resize", "roll", "pad",
+               "constant_pad_nd", "repeat", "chunk", "to", "lift_fresh", "set", "cumsum", "unsafe_split",
+               "unsafe_chunk", "flatten", "unflatten", "numpy_T", "resolve_conj", "arange", "scalar_tensor",
+               "pack_padded_sequence", "sort"),
+    "elementwise": ("add", "mul", "sub", "div", "sigmoid", "tanh", "relu", "exp", "log", "neg", "rsub", "max",
+                    "maximum", "min", "minimum", "sum", "mean", "dropout", "bernoulli", "native_layer_norm", "pow",
+                    "sqrt", "rsqrt", "threshold", "clamp", "abs", "amax", "fused_dropout", "gelu", "norm", "linalg",
+                    "bitwise", "logical", "eq", "ne", "ge", "gt", "le", "lt", "softplus", "addcmul", "addcdiv",
+                    "lerp", "foreach", "sign", "reciprocal", "square", "prod", "glu", "isfinite", "isnan",
+                    "nan_to_num", "mse_loss", "sin", "cos", "layer_norm"),
 }
+# fmt: on
 
 
 def op_class(name: str) -> str:
@@ -189,17 +100,17 @@ def profile_model(stem, cfg, name, args) -> dict:
         setup.update()
     times = [_timed(setup.update) for _ in range(args.updates)]
     update_s = statistics.median(times)
-    optimizer_s = statistics.median(_timed(lambda: _optimizer_part(setup)) for _ in range(args.updates))
+    optimizer_s = statistics.median(_timed(setup.step) for _ in range(args.updates))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(args.updates):
-            _forward_backward(setup)
+            setup.gradients()
     parts: dict[str, float] = defaultdict(float)  # seconds an update
     unclassed: dict[str, float] = {}
     for event in prof.key_averages():
         if event.key.startswith("aten::"):
-            seconds = event.self_cpu_time_total / 1e6 / args.updates
-            parts[op_class(event.key)] += seconds
-            if op_class(event.key) == "other ops":
+            seconds, cls = event.self_cpu_time_total / 1e6 / args.updates, op_class(event.key)
+            parts[cls] += seconds
+            if cls == "other ops":
                 unclassed[event.key] = seconds
     rest = update_s - optimizer_s  # forward and backward, unprofiled
     ops = sum(parts.values())
@@ -218,23 +129,6 @@ def profile_model(stem, cfg, name, args) -> dict:
         "share": {cls: round(s / update_s, 3) for cls, s in sorted(parts.items())},
         "other_ops": {op: round(s / update_s, 3) for op, s in sorted(unclassed.items(), key=lambda x: -x[1])[:6]},
     }
-
-
-def _forward_backward(setup: Setup) -> None:
-    """`Setup.update` without its clipping and optimizer step."""
-    setup.optimizer.zero_grad(set_to_none=True)
-    norm = setup.batches * setup.sentences * (setup.length if setup.tc.loss_norm == "token" else 1)
-    for batch in setup.data:
-        loss = setup.forward(*batch)
-        (loss * (setup.sentences * setup.length / norm)).backward()
-        float(loss.detach())
-
-
-def _optimizer_part(setup: Setup) -> None:
-    """The update's clipping and optimizer step alone (the gradients of the last update stay in place)."""
-    if setup.tc.clip_norm > 0:
-        torch.nn.utils.clip_grad_norm_(setup.model.parameters(), setup.tc.clip_norm)
-    setup.optimizer.step()
 
 
 def main() -> None:

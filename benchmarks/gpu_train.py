@@ -186,6 +186,12 @@ class Setup:
 
     def update(self) -> float:
         """One update as attnrepro.training.loop runs it (without the learning-rate schedule)."""
+        loss = self.gradients()
+        self.step()
+        return loss
+
+    def gradients(self) -> float:
+        """The update's forward and backward passes over its batches; their mean loss."""
         self.optimizer.zero_grad(set_to_none=True)
         norm = self.batches * self.sentences * (self.length if self.tc.loss_norm == "token" else 1)
         loss_sum = 0.0
@@ -194,10 +200,13 @@ class Setup:
                 loss = self.forward(*batch)
             (loss * (self.sentences * self.length / norm)).backward()
             loss_sum += float(loss.detach()) / self.batches  # the loop's one synchronisation per batch
+        return loss_sum
+
+    def step(self) -> None:
+        """The update's clipping and optimizer step, on the gradients in place."""
         if self.tc.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.clip_norm)
         self.optimizer.step()
-        return loss_sum
 
     def sync(self) -> None:
         if self.device.type == "cuda":
